@@ -1,0 +1,27 @@
+"""rltrain: a config-driven reinforcement-learning trainer.
+
+Importing the package imports nothing heavy; `train`, `evaluate` and `Runner` load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["Runner", "evaluate", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "train":
+        from rltrain.api import train
+
+        return train
+    if name == "evaluate":
+        from rltrain.evaluate import evaluate
+
+        return evaluate
+    if name == "Runner":
+        from rltrain.runner.runner import Runner
+
+        return Runner
+    raise AttributeError(f"module 'rltrain' has no attribute {name!r}")

@@ -1,0 +1,81 @@
+"""The two algorithm protocols and small functions the algorithms share."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from rltrain.types import Metrics, RolloutBatch, TransitionBatch
+
+
+class Policy(Protocol):
+    """What evaluation and export need: an `nn.Module` mapping observations to env actions."""
+
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor: ...
+
+
+class OnPolicyAlgorithm(Protocol):
+    """PPO, A2C: act on the rollout, then update once per rollout."""
+
+    policy: nn.Module
+
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(action, log_prob, value) for a batch of observations, all detached."""
+        ...
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor: ...
+
+    def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> Metrics: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class OffPolicyAlgorithm(Protocol):
+    """DQN, DDPG, TD3, SAC: act with exploration, one gradient step per `update`."""
+
+    policy: nn.Module
+
+    def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor: ...
+
+    def update(self, batch: TransitionBatch, global_step: int) -> Metrics: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
+    """1 − Var[target − pred] / Var[target]; nan when the target has no variance."""
+    var = target.var()
+    if var.item() == 0:
+        return float("nan")
+    return float(1.0 - (target - pred).var() / var)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set the learning rate of every parameter group."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def grad_norm_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor],
+                   max_grad_norm: float | None) -> float:
+    """Clip gradients (when `max_grad_norm` is set), step, and return the pre-clip norm."""
+    if max_grad_norm is not None and max_grad_norm > 0:
+        norm = nn.utils.clip_grad_norm_(params, max_grad_norm)
+    else:
+        norm = torch.linalg.vector_norm(
+            torch.stack([p.grad.detach().norm() for p in params if p.grad is not None]))
+    optimizer.step()
+    return float(norm)
+
+
+def mean_metrics(rows: list[dict[str, float]]) -> Metrics:
+    """Average a list of equally keyed metric dicts."""
+    if not rows:
+        return {}
+    return {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}

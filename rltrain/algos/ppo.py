@@ -1,0 +1,191 @@
+"""Proximal Policy Optimization (Schulman et al. 2017) with the details of Engstrom et al. 2020."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from rltrain.algos.base import explained_variance, grad_norm_step, mean_metrics, set_lr
+from rltrain.config import AlgoConfig
+from rltrain.errors import UserError
+from rltrain.nets.heads import CategoricalHead, GaussianHead
+from rltrain.nets.mlp import mlp
+from rltrain.types import EnvSpec, Metrics, RolloutBatch
+
+
+@dataclass
+class PPOConfig(AlgoConfig):
+    """PPO hyperparameters (names follow Stable-Baselines3)."""
+
+    name: str = "ppo"
+    n_steps: int = 2048
+    """Steps per env per rollout; the batch is n_steps * env.num_envs."""
+    batch_size: int = 64
+    """Minibatch size; must divide n_steps * env.num_envs."""
+    n_epochs: int = 10
+    """Passes over the rollout per update."""
+    gae_lambda: float = 0.95
+    """GAE λ (1.0 gives Monte-Carlo advantages, 0.0 one-step TD)."""
+    clip_range: float = 0.2
+    """Clip ε of the surrogate ratio."""
+    clip_range_vf: float | None = None
+    """Clip value updates to ± this around the old value (None: no value clipping)."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip (0 disables)."""
+    normalize_advantage: bool = True
+    """Normalize advantages per minibatch."""
+    target_kl: float | None = None
+    """Stop the epochs early when the approximate KL exceeds 1.5 × this (None: never)."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over the run."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (Box actions)."""
+    ortho_init: bool = True
+    """Orthogonal initialization of the networks."""
+
+    def validate(self, cfg: Any) -> None:
+        """Cross-field checks against the run config."""
+        batch = self.n_steps * cfg.env.num_envs
+        if self.n_steps <= 0 or self.batch_size <= 0 or self.n_epochs <= 0:
+            raise UserError("algo.n_steps, algo.batch_size and algo.n_epochs must be > 0")
+        if batch % self.batch_size != 0:
+            raise UserError(
+                f"algo.batch_size={self.batch_size} does not divide the rollout batch "
+                f"algo.n_steps * env.num_envs = {batch}; pick a divisor of {batch}")
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic MLPs with a categorical or Gaussian action head."""
+
+    def __init__(self, spec: EnvSpec, cfg: PPOConfig):
+        super().__init__()
+        hidden, act = cfg.hidden_sizes, cfg.activation
+        last = hidden[-1] if hidden else spec.obs_dim
+        self.actor_body = mlp(spec.obs_dim, hidden, None, act, ortho=cfg.ortho_init)
+        if spec.action_kind == "discrete":
+            self.head: nn.Module = CategoricalHead(last, spec.action_dim)
+        else:
+            self.head = GaussianHead(last, spec.action_dim, cfg.log_std_init)
+        self.critic = mlp(spec.obs_dim, hidden, 1, act, out_gain=1.0, ortho=cfg.ortho_init)
+
+    def dist(self, obs: torch.Tensor):
+        """The action distribution at `obs` [B, obs_dim]."""
+        return self.head(self.actor_body(obs.flatten(1)))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(obs) as a [B] tensor."""
+        return self.critic(obs.flatten(1)).squeeze(-1)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Action for evaluation and export."""
+        dist = self.dist(obs)
+        return self.head.mode(dist) if deterministic else dist.sample()
+
+
+class PPO:
+    """PPO-clip: owns the actor-critic and its optimizer; `update` takes a `RolloutBatch`."""
+
+    def __init__(self, cfg: PPOConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
+        self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
+        self.policy = ActorCritic(spec, cfg).to(self.device)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.lr, eps=1e-5)
+        self._params = list(self.policy.parameters())
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample (action, log_prob, value) for a rollout step."""
+        dist = self.policy.dist(obs)
+        action = dist.sample()
+        return action, self.policy.head.log_prob(dist, action), self.policy.value(obs)
+
+    @torch.no_grad()
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(obs), detached."""
+        return self.policy.value(obs)
+
+    def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> Metrics:
+        """Minibatch epochs over one rollout; returns averaged `train/*` metrics."""
+        cfg = self.cfg
+        lr = cfg.lr * progress_remaining if cfg.anneal_lr else cfg.lr
+        set_lr(self.optimizer, lr)
+        size = batch.obs.shape[0]
+        rows: list[dict[str, float]] = []
+        for _ in range(cfg.n_epochs):
+            perm = torch.randperm(size, device=self.device)
+            epoch = [self._minibatch_step(batch, perm[i:i + cfg.batch_size])
+                     for i in range(0, size, cfg.batch_size)]
+            rows += epoch
+            if cfg.target_kl is not None and mean_metrics(epoch)["train/approx_kl"] > 1.5 * cfg.target_kl:
+                break
+        metrics = mean_metrics(rows)
+        metrics["train/explained_variance"] = explained_variance(batch.values, batch.returns)
+        metrics["train/learning_rate"] = lr
+        metrics["train/n_updates"] = float(len(rows))
+        if self.spec.action_kind == "box":
+            metrics["train/std"] = float(self.policy.head.log_std.exp().mean())
+        return metrics
+
+    def _minibatch_step(self, batch: RolloutBatch, idx: torch.Tensor) -> dict[str, float]:
+        obs, actions = batch.obs[idx], batch.actions[idx]
+        old_log_prob, old_values = batch.log_probs[idx], batch.values[idx]
+        adv, returns = batch.advantages[idx], batch.returns[idx]
+        if self.cfg.normalize_advantage and adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        dist = self.policy.dist(obs)
+        log_ratio = self.policy.head.log_prob(dist, actions) - old_log_prob
+        policy_loss, clip_frac = self._policy_loss(log_ratio, adv)
+        value_loss = self._value_loss(self.policy.value(obs), old_values, returns)
+        entropy = self.policy.head.entropy(dist).mean()
+        loss = policy_loss + self.cfg.vf_coef * value_loss - self.cfg.ent_coef * entropy
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm)
+        with torch.no_grad():  # http://joschu.net/blog/kl-approx.html: E[(r − 1) − log r]
+            approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
+        return {
+            "train/policy_loss": policy_loss.item(),
+            "train/value_loss": value_loss.item(),
+            "train/entropy_loss": -entropy.item(),
+            "train/approx_kl": approx_kl.item(),
+            "train/clip_fraction": clip_frac.item(),
+            "train/grad_norm": norm,
+            "train/loss": loss.item(),
+        }
+
+    def _policy_loss(self, log_ratio: torch.Tensor, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Clipped surrogate: −E[min(r A, clip(r, 1 − ε, 1 + ε) A)]."""
+        ratio = log_ratio.exp()
+        eps = self.cfg.clip_range
+        surrogate = torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+        clip_frac = ((ratio - 1).abs() > eps).float().mean()
+        return -surrogate.mean(), clip_frac
+
+    def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+        """Squared error to the GAE returns, optionally clipped around the old values."""
+        if self.cfg.clip_range_vf is None:
+            return (returns - values).pow(2).mean()
+        c = self.cfg.clip_range_vf
+        clipped = old_values + (values - old_values).clamp(-c, c)
+        return torch.max((returns - values).pow(2), (returns - clipped).pow(2)).mean()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks and optimizer as plain tensors."""
+        return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`."""
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def build(cfg: PPOConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> PPO:
+    """Registry builder."""
+    return PPO(cfg, spec, device)

@@ -1,0 +1,1 @@
+"""Rollout storage for on-policy algorithms, replay storage for off-policy ones."""

@@ -1,0 +1,253 @@
+"""Run-level configuration: dataclass schemas, their ConfigStore registration, and validation.
+
+The dataclasses are the single source of truth for fields, types and defaults; the YAML files
+under `conf/` hold values only. `to_train_config` turns a composed DictConfig (or the plain dict
+stored in a checkpoint) into a validated `TrainConfig`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from rltrain.errors import UserError
+
+# Short names for the environments that ship a YAML; the gymnasium id works as well.
+ENV_ALIASES: dict[str, str] = {
+    "pendulum": "Pendulum-v1",
+    "cartpole": "CartPole-v1",
+    "acrobot": "Acrobot-v1",
+    "mountaincar": "MountainCar-v0",
+    "mountaincar_continuous": "MountainCarContinuous-v0",
+}
+
+
+@dataclass
+class AlgoConfig:
+    """Fields every algorithm has; each algorithm file subclasses this with its own."""
+
+    name: str = MISSING
+    """Registry key of the algorithm (`ppo`, `sac`, ...); set by `conf/algo/<name>.yaml`."""
+    gamma: float = 0.99
+    """Discount factor."""
+    lr: float = 3e-4
+    """Learning rate of the optimizer(s)."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
+    """Hidden layer widths of every MLP the algorithm builds."""
+    activation: str = "tanh"
+    """Hidden activation: tanh, relu, elu, gelu or silu."""
+
+
+@dataclass
+class EnvConfig:
+    """Which environment to train on and how to vectorize and normalize it."""
+
+    id: str = "Pendulum-v1"
+    """Gymnasium id (any registered id works)."""
+    num_envs: int = 8
+    """Number of parallel environments."""
+    vectorization: str = "sync"
+    """`sync` (one process) or `async` (one subprocess per env)."""
+    normalize_obs: bool = False
+    """Running mean/std observation normalization (statistics are saved in checkpoints)."""
+    normalize_reward: bool = False
+    """Scale rewards by the running std of the discounted return (training only)."""
+    clip_obs: float = 10.0
+    """Clip normalized observations to [-clip_obs, clip_obs]."""
+    max_episode_steps: int | None = None
+    """Override the env's time limit (None keeps the registered one)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments passed to `gymnasium.make`."""
+
+
+@dataclass
+class EvalConfig:
+    """Periodic deterministic evaluation during training."""
+
+    freq: float = 10_000
+    """Evaluate every this many env steps (0 disables periodic evaluation; a final one still runs)."""
+    episodes: int = 10
+    """Episodes per evaluation."""
+    deterministic: bool = True
+    """Use the policy's deterministic action (mean / argmax)."""
+    num_envs: int = 5
+    """Parallel environments used by evaluation."""
+
+
+@dataclass
+class CheckpointConfig:
+    """When checkpoints are written and how many periodic ones are kept."""
+
+    freq: float = 50_000
+    """Write a periodic checkpoint every this many env steps (0 disables periodic ones)."""
+    keep_last: int = 3
+    """Periodic checkpoints kept on disk; `latest.pt`, `best.pt` and `final.pt` are always kept."""
+
+
+@dataclass
+class LoggerConfig:
+    """Where metrics go. Console output is always on."""
+
+    tensorboard: bool = True
+    """Write TensorBoard event files under `<run>/tb/`."""
+    csv: bool = True
+    """Write `<run>/metrics.csv` (one row per log step)."""
+    log_interval: float = 5.0
+    """Seconds between plain progress lines when stdout is not a terminal."""
+
+
+@dataclass
+class TrainConfig:
+    """A whole training run."""
+
+    algo: AlgoConfig = MISSING
+    env: EnvConfig = field(default_factory=EnvConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    seed: int = 0
+    """Seed for torch, numpy, python and the environments."""
+    device: str = "cpu"
+    """Training device: cpu, cuda, cuda:N, or auto (cuda when available)."""
+    total_timesteps: float = 100_000
+    """Env steps to train for (summed over parallel envs); `5e4` notation is accepted."""
+    torch_threads: int = 1
+    """torch intra-op threads (0 keeps torch's default). Small MLPs run fastest with 1."""
+    progress: str = "auto"
+    """Console progress: auto (bar on a terminal, plain lines otherwise), bar, plain or off."""
+    preset: str | None = None
+    """Name of the tuned preset applied from `conf/tuned/` (informational; set by the preset)."""
+
+
+@dataclass
+class EvalRunConfig:
+    """`rltrain eval`: evaluate a saved checkpoint."""
+
+    ckpt: str = MISSING
+    """Checkpoint file, or a run directory (then `checkpoints/latest.pt` is used)."""
+    episodes: int = 10
+    """Number of evaluation episodes."""
+    deterministic: bool = True
+    """Use the policy's deterministic action."""
+    seed: int = 1000
+    """Seed of the evaluation environments."""
+    device: str = "cpu"
+    """Device to run the policy on."""
+    num_envs: int = 5
+    """Parallel evaluation environments."""
+
+
+_COUNT_FIELDS = ("total_timesteps", "eval.freq", "checkpoint.freq")
+_PROGRESS = ("auto", "bar", "plain", "off")
+
+
+def register_configs() -> None:
+    """Store the schemas, env aliases and tuned-preset aliases in Hydra's ConfigStore."""
+    from hydra.core.config_store import ConfigStore
+
+    from rltrain.registry import ALGOS
+
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="eval_schema", node=EvalRunConfig)
+    cs.store(group="env", name="env_schema", node=EnvConfig)
+    cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+    for name, spec in ALGOS.items():
+        cs.store(group="algo", name=f"{name}_schema", node=spec.config)
+    _register_env_options(cs)
+
+
+def _yaml_names(group: str) -> set[str]:
+    folder = resources.files("rltrain.conf").joinpath(group)
+    return {p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml")}
+
+
+def _register_env_options(cs: Any) -> None:
+    """Let `env=<gymnasium id>` work: aliases of shipped YAMLs, and a generic node for the rest."""
+    import gymnasium as gym
+
+    env_yamls = _yaml_names("env")
+    tuned = _yaml_names("tuned")
+    canonical = {gym_id: short for short, gym_id in ENV_ALIASES.items() if short in env_yamls}
+    for gym_id, short in canonical.items():
+        cs.store(group="env", name=gym_id, node={"defaults": [short]})
+        # tuned/<algo>_<gym id> forwards to tuned/<algo>_<short>, so both spellings get the preset.
+        for preset in tuned:
+            algo, _, env_name = preset.partition("_")
+            if env_name == short:
+                cs.store(
+                    group="tuned",
+                    name=f"{algo}_{gym_id}",
+                    node={"defaults": [preset]},
+                    package="_global_",
+                )
+    for gym_id in gym.registry:
+        if gym_id in canonical or gym_id in env_yamls:
+            continue
+        group, _, name = gym_id.rpartition("/")
+        cs.store(group="env/" + group if group else "env", name=name, node=EnvConfig(id=gym_id))
+
+
+def to_train_config(cfg: DictConfig | dict) -> TrainConfig:
+    """Convert a composed config (or a checkpoint's plain dict) to a validated `TrainConfig`."""
+    from rltrain.registry import get_algo_spec
+
+    if isinstance(cfg, DictConfig):
+        cfg = OmegaConf.to_container(cfg, resolve=True)
+    cfg = dict(cfg)
+    algo = dict(cfg.get("algo") or {})
+    spec = get_algo_spec(str(algo.get("name")))
+    schema = OmegaConf.structured(TrainConfig)
+    schema.algo = OmegaConf.structured(spec.config)
+    try:
+        merged = OmegaConf.merge(schema, cfg)
+        train_cfg = OmegaConf.to_object(merged)
+    except Exception as exc:  # omegaconf's errors are multi-line; keep the first line
+        raise UserError(f"invalid config: {str(exc).splitlines()[0]}") from exc
+    return validate(train_cfg)
+
+
+def _as_count(name: str, value: float, allow_zero: bool) -> int:
+    if float(value) != int(value) or value < 0 or (value == 0 and not allow_zero):
+        need = "a non-negative whole number" if allow_zero else "a positive whole number"
+        raise UserError(f"{name}={value!r} must be {need}")
+    return int(value)
+
+
+def validate(cfg: TrainConfig) -> TrainConfig:
+    """Check cross-field constraints and normalize step counts to ints; raise `UserError`."""
+    cfg.total_timesteps = _as_count("total_timesteps", cfg.total_timesteps, allow_zero=False)
+    cfg.eval.freq = _as_count("eval.freq", cfg.eval.freq, allow_zero=True)
+    cfg.checkpoint.freq = _as_count("checkpoint.freq", cfg.checkpoint.freq, allow_zero=True)
+    positives = {
+        "env.num_envs": cfg.env.num_envs,
+        "eval.episodes": cfg.eval.episodes,
+        "eval.num_envs": cfg.eval.num_envs,
+    }
+    for name, value in positives.items():
+        if value <= 0:
+            raise UserError(f"{name}={value} must be > 0")
+    if cfg.env.vectorization not in ("sync", "async"):
+        raise UserError(f"env.vectorization={cfg.env.vectorization!r}: choose sync or async")
+    if cfg.progress not in _PROGRESS:
+        raise UserError(f"progress={cfg.progress!r}: choose one of {', '.join(_PROGRESS)}")
+    if cfg.checkpoint.keep_last < 0:
+        raise UserError(f"checkpoint.keep_last={cfg.checkpoint.keep_last} must be >= 0")
+    validate_algo = getattr(cfg.algo, "validate", None)
+    if validate_algo is not None:
+        validate_algo(cfg)
+    return cfg
+
+
+def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """A plain, resolved dict of the config: what checkpoints store."""
+    return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)  # type: ignore[return-value]
+
+
+def replace(cfg: TrainConfig, **changes: Any) -> TrainConfig:
+    """A copy of `cfg` with top-level fields changed."""
+    return dataclasses.replace(cfg, **changes)

@@ -1,0 +1,1 @@
+"""Environments behind one batched, torch-in/torch-out `VecEnv` contract."""

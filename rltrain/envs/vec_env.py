@@ -1,0 +1,122 @@
+"""The `VecEnv` protocol and its gymnasium adapter.
+
+Every edge case of episode boundaries is solved here, once: gymnasium vector envs run in
+SAME_STEP autoreset mode, so `obs` of an ended row is already the reset observation and the
+true last observation arrives in `info["final_obs"]`; the adapter returns it as `final_obs`.
+Buffers use `final_obs` as the next observation, so no transition ever spans a reset.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rltrain.errors import UserError
+from rltrain.types import EnvSpec, StepResult
+
+
+class VecEnv(Protocol):
+    """A batch of environments with torch tensors in and out, on the training device."""
+
+    spec: EnvSpec
+    device: torch.device
+
+    def reset(self, seed: int | None = None) -> torch.Tensor: ...
+
+    def step(self, action: torch.Tensor) -> StepResult: ...
+
+    def close(self) -> None: ...
+
+
+def describe_action_space(space: gym.Space) -> tuple[str, int]:
+    """("discrete", n) or ("box", dim) for the action spaces rltrain supports."""
+    if isinstance(space, gym.spaces.Discrete):
+        return "discrete", int(space.n)
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+        return "box", int(space.shape[0])
+    raise UserError(f"unsupported action space {space}: rltrain handles Discrete and 1-D Box")
+
+
+class GymVecEnv:
+    """Adapts a gymnasium `VectorEnv` (SAME_STEP autoreset) to the `VecEnv` contract.
+
+    Box actions: algorithms act in [-1, 1]; `to_env_action` is the single place that clips and
+    rescales them to the env's bounds (unbounded dimensions pass through unchanged).
+    Raw episode returns and lengths are tracked here, before any reward scaling, and reported in
+    `info["episode"]` for the rows that ended.
+    """
+
+    def __init__(self, venv: gym.vector.VectorEnv, device: torch.device | str = "cpu"):
+        self.venv = venv
+        self.device = torch.device(device)
+        obs_space = venv.single_observation_space
+        if not isinstance(obs_space, gym.spaces.Box):
+            raise UserError(f"unsupported observation space {obs_space}: rltrain handles Box observations")
+        kind, dim = describe_action_space(venv.single_action_space)
+        self.spec = EnvSpec(tuple(obs_space.shape), kind, dim, venv.num_envs)
+        n = venv.num_envs
+        self._ep_return = np.zeros(n, dtype=np.float64)
+        self._ep_length = np.zeros(n, dtype=np.int64)
+        if kind == "box":
+            low = venv.single_action_space.low.astype(np.float64)
+            high = venv.single_action_space.high.astype(np.float64)
+            self._bounded = np.isfinite(low) & np.isfinite(high)
+            self._low = np.where(self._bounded, low, 0.0)
+            self._half_range = np.where(self._bounded, (high - low) / 2.0, 1.0)
+
+    def _obs(self, obs: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(obs, dtype=torch.float32).to(self.device)
+
+    def to_env_action(self, action: torch.Tensor) -> np.ndarray:
+        """Map the algorithm's action to what the env accepts (see class docstring)."""
+        a = action.detach().cpu().numpy()
+        if self.spec.action_kind == "discrete":
+            return a.astype(np.int64).reshape(self.spec.num_envs)
+        a = a.astype(np.float64)
+        scaled = self._low + (np.clip(a, -1.0, 1.0) + 1.0) * self._half_range
+        return np.where(self._bounded, scaled, a).astype(self.venv.single_action_space.dtype)
+
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        """Reset every env; `seed` seeds env i with `seed + i`."""
+        obs, _ = self.venv.reset(seed=seed)
+        self._ep_return[:] = 0.0
+        self._ep_length[:] = 0
+        return self._obs(obs)
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Step all envs; see `StepResult` for the meaning of `obs` and `final_obs`."""
+        obs, reward, terminated, truncated, info = self.venv.step(self.to_env_action(action))
+        final_obs = obs
+        if "final_obs" in info:
+            final_obs = obs.copy()
+            for i in np.flatnonzero(info["_final_obs"]):
+                final_obs[i] = info["final_obs"][i]
+        out_info: dict[str, Any] = {}
+        self._ep_return += reward
+        self._ep_length += 1
+        done = terminated | truncated
+        if done.any():
+            out_info["episode"] = {
+                "index": np.flatnonzero(done),
+                "return": self._ep_return[done].copy(),
+                "length": self._ep_length[done].copy(),
+                "terminated": int(terminated.sum()),
+                "truncated": int((truncated & ~terminated).sum()),
+            }
+            self._ep_return[done] = 0.0
+            self._ep_length[done] = 0
+        return StepResult(
+            obs=self._obs(obs),
+            reward=torch.as_tensor(reward, dtype=torch.float32).to(self.device),
+            terminated=torch.as_tensor(terminated).to(self.device),
+            truncated=torch.as_tensor(truncated & ~terminated).to(self.device),
+            final_obs=self._obs(final_obs),
+            info=out_info,
+        )
+
+    def close(self) -> None:
+        """Close the underlying environments."""
+        self.venv.close()

@@ -1,0 +1,5 @@
+"""The one exception type that the CLI turns into a one-line message and exit code 2."""
+
+
+class UserError(ValueError):
+    """Bad input from the user: the message is one actionable line."""

@@ -1,0 +1,1 @@
+"""Metric sinks: TensorBoard, CSV, console progress."""

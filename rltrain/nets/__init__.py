@@ -1,0 +1,1 @@
+"""Networks: MLP bodies, actor heads and critics."""

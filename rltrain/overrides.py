@@ -1,0 +1,121 @@
+"""Check command-line overrides before Hydra runs, so mistakes become one actionable line.
+
+Hydra's own messages span several lines and exit with 1; here the same checks (compose the
+config, then validate it) raise `UserError` naming the bad part and the closest valid choices.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+from rltrain.errors import UserError
+from rltrain.registry import closest
+
+
+def check_overrides(overrides: list[str]) -> None:
+    """Compose `config` with `overrides` (first value of each sweep) and validate the result."""
+    from rltrain.config import to_train_config
+
+    cfg = compose_checked("config", first_of_sweeps(overrides))
+    to_train_config(cfg)
+
+
+def first_of_sweeps(overrides: list[str]) -> list[str]:
+    """Replace each sweep (`a,b`, `range(...)`, `choice(...)`) by its first value; drop the rest
+    of what only a sweeper understands (`interval(...)`, `hydra.*`)."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception as exc:  # hydra's OverrideParseException and friends
+        raise UserError(f"cannot parse overrides: {str(exc).splitlines()[0]}") from exc
+    out = []
+    for ov in parsed:
+        key = ov.get_key_element()
+        if key.lstrip("+~").startswith("hydra"):
+            continue
+        if ov.is_sweep_override():
+            try:
+                first = next(iter(ov.sweep_string_iterator()))
+            except Exception:  # interval() and other sweeper-only forms have no first value
+                continue
+            out.append(f"{key}={first}")
+        else:
+            out.append(ov.input_line)
+    return out
+
+
+def compose_checked(config_name: str, overrides: list[str]) -> DictConfig:
+    """`hydra.compose` of a packaged config, with errors turned into one-line `UserError`s."""
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="rltrain.conf", version_base="1.3"):
+            cfg = compose(config_name=config_name, overrides=overrides)
+            missing = sorted(OmegaConf.missing_keys(cfg))
+    except Exception as exc:
+        raise UserError(explain(exc)) from exc
+    finally:
+        GlobalHydra.instance().clear()
+    if missing:
+        raise UserError(f"missing value for {', '.join(missing)}: add `{missing[0]}=...`")
+    return cfg
+
+
+def explain(exc: BaseException) -> str:
+    """One line for a Hydra/OmegaConf composition error."""
+    text = str(exc)
+    for cause in _chain(exc):
+        m = re.search(r"Key '([^']+)' not in '(\w+)'", str(cause))
+        if m is not None:
+            return _unknown_field(text, m.group(1), cause)
+    m = re.search(r"Could not find '([^']+)'", text)
+    if m is not None:
+        group, _, option = m.group(1).rpartition("/")
+        options = re.findall(r"^\t(\S+)$", text, flags=re.M)
+        options = [o for o in options if not o.endswith("_schema")]
+        if group == "env":
+            import gymnasium as gym
+
+            options = options + [k for k in gym.registry if k not in options]
+        return f"unknown {group or 'config'} {option!r}: {closest(option, options)}"
+    m = re.search(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", text)
+    if m is not None:
+        key = _full_key(exc)
+        where = f"{key}=" if key else ""
+        return f"{where}{m.group(1)}: expected {m.group(3).lower()}, got {m.group(2)}"
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def _chain(exc: BaseException | None):
+    while exc is not None:
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _full_key(exc: BaseException) -> str:
+    for cause in _chain(exc):
+        m = re.search(r"full_key: (\S+)", str(cause))
+        if m is not None:
+            return m.group(1)
+        key = getattr(cause, "full_key", None)
+        if key:
+            return str(key)
+    m = re.search(r"Could not override '([^']+)'", str(exc))
+    return m.group(1) if m else ""
+
+
+def _unknown_field(text: str, key: str, cause: BaseException) -> str:
+    full = _full_key(cause) or key
+    prefix = full.rpartition(".")[0]
+    node = getattr(cause, "object_type", None)
+    fields = []
+    if node is not None and hasattr(node, "__dataclass_fields__"):
+        fields = list(node.__dataclass_fields__)
+    near = difflib.get_close_matches(key, fields, n=3, cutoff=0.5)
+    hint = ("did you mean " + " or ".join(f"{prefix + '.' if prefix else ''}{n}" for n in near) + "?"
+            if near else f"valid fields: {', '.join(fields)}" if fields else "")
+    return f"unknown field {full!r}" + (f": {hint}" if hint else "")

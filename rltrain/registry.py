@@ -1,0 +1,53 @@
+"""Literal name -> spec tables. Adding an algorithm is one line in `ALGOS`; nothing registers on import."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rltrain.algos import ppo
+from rltrain.errors import UserError
+
+
+@dataclass(frozen=True)
+class AlgoSpec:
+    """How to configure and build one algorithm."""
+
+    config: type  # the algorithm's AlgoConfig subclass
+    build: Callable[..., Any]  # build(cfg, env_spec, device) -> algorithm
+    family: str  # "on_policy" or "off_policy"
+    action_kinds: tuple[str, ...]  # which action spaces it handles: "discrete", "box"
+
+
+ALGOS: dict[str, AlgoSpec] = {
+    "ppo": AlgoSpec(ppo.PPOConfig, ppo.build, "on_policy", ("discrete", "box")),
+}
+
+
+def closest(name: str, options: list[str] | tuple[str, ...]) -> str:
+    """`did you mean ...?` text for a mistyped name, or the full list of options."""
+    near = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
+    if near:
+        return "did you mean " + " or ".join(near) + "?"
+    return "choose one of " + ", ".join(sorted(options))
+
+
+def get_algo_spec(name: str) -> AlgoSpec:
+    """Look up an algorithm by registry key, with a helpful error for unknown names."""
+    if name not in ALGOS:
+        raise UserError(f"unknown algo {name!r}: {closest(name, tuple(ALGOS))}")
+    return ALGOS[name]
+
+
+def check_action_space(algo: str, action_kind: str, env_id: str) -> None:
+    """Refuse an algorithm / action-space pair that cannot work, before anything is built."""
+    spec = get_algo_spec(algo)
+    if action_kind not in spec.action_kinds:
+        fits = sorted(k for k, s in ALGOS.items() if action_kind in s.action_kinds)
+        space = "Discrete" if action_kind == "discrete" else "Box"
+        raise UserError(
+            f"algo={algo} cannot handle {env_id}'s {space} action space; "
+            f"algorithms that fit: {', '.join(fits)}"
+        )

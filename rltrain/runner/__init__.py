@@ -1,0 +1,1 @@
+"""The Runner and the two training loops (on-policy, off-policy)."""
