@@ -43,6 +43,34 @@ class AlgoConfig:
 
 
 @dataclass
+class OffPolicyConfig(AlgoConfig):
+    """Fields of the off-policy loop shared by DQN, DDPG, TD3 and SAC."""
+
+    buffer_size: int = 1_000_000
+    """Replay capacity in transitions (preallocated on the training device)."""
+    learning_starts: int = 100
+    """Env steps of uniform random actions before learning starts."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    train_freq: int = 1
+    """Train every this many vector-env steps."""
+    gradient_steps: int = 1
+    """Gradient steps each time training happens."""
+    tau: float = 0.005
+    """Polyak coefficient of the target networks (1.0 = hard copy)."""
+
+    def validate(self, cfg: Any) -> None:
+        """Cross-field checks shared by the off-policy algorithms."""
+        for name in ("buffer_size", "batch_size", "train_freq", "gradient_steps"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"algo.{name}={getattr(self, name)} must be > 0")
+        if self.learning_starts < 0:
+            raise UserError(f"algo.learning_starts={self.learning_starts} must be >= 0")
+        if not 0.0 < self.tau <= 1.0:
+            raise UserError(f"algo.tau={self.tau} must be in (0, 1]")
+
+
+@dataclass
 class EnvConfig:
     """Which environment to train on and how to vectorize and normalize it."""
 
@@ -98,6 +126,8 @@ class LoggerConfig:
     """Write `<run>/metrics.csv` (one row per log step)."""
     log_interval: float = 5.0
     """Seconds between plain progress lines when stdout is not a terminal."""
+    log_freq: float = 1000
+    """Write training metrics once per this many env steps (0: after every update)."""
 
 
 @dataclass
@@ -141,7 +171,6 @@ class EvalRunConfig:
     """Parallel evaluation environments."""
 
 
-_COUNT_FIELDS = ("total_timesteps", "eval.freq", "checkpoint.freq")
 _PROGRESS = ("auto", "bar", "plain", "off")
 
 
@@ -223,6 +252,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     cfg.total_timesteps = _as_count("total_timesteps", cfg.total_timesteps, allow_zero=False)
     cfg.eval.freq = _as_count("eval.freq", cfg.eval.freq, allow_zero=True)
     cfg.checkpoint.freq = _as_count("checkpoint.freq", cfg.checkpoint.freq, allow_zero=True)
+    cfg.logger.log_freq = _as_count("logger.log_freq", cfg.logger.log_freq, allow_zero=True)
     positives = {
         "env.num_envs": cfg.env.num_envs,
         "eval.episodes": cfg.eval.episodes,

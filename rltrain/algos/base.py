@@ -79,3 +79,21 @@ def mean_metrics(rows: list[dict[str, float]]) -> Metrics:
     if not rows:
         return {}
     return {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+
+
+@torch.no_grad()
+def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """θ_target ← τ θ_source + (1 − τ) θ_target (τ = 1 copies); buffers are copied."""
+    t_params, s_params = list(target.parameters()), list(source.parameters())
+    if tau >= 1.0:
+        torch._foreach_copy_(t_params, s_params)
+    else:
+        torch._foreach_lerp_(t_params, s_params, tau)
+    for tb, sb in zip(target.buffers(), source.buffers(), strict=True):
+        tb.copy_(sb)
+
+
+def td_target(reward: torch.Tensor, next_value: torch.Tensor, terminated: torch.Tensor,
+              gamma: float) -> torch.Tensor:
+    """y = r + γ (1 − terminated) V(s'); truncated transitions keep the bootstrap."""
+    return reward + gamma * (1.0 - terminated) * next_value

@@ -72,6 +72,7 @@ class Runner:
         self.obs = self.env.reset(seed=cfg.seed)
         self._next_eval = cfg.eval.freq or None
         self._next_ckpt = cfg.checkpoint.freq or None
+        self._next_log = 0
 
     def add_callback(self, event: str, fn: Callback) -> None:
         """Register `fn(state)` for one of `callbacks.EVENTS`."""
@@ -116,10 +117,12 @@ class Runner:
     def end_iteration(self) -> None:
         """Called by the loops after each update: log, evaluate and checkpoint when due."""
         state, step = self.state, self.state.global_step
-        metrics = dict(state.metrics)
-        metrics.update(self.episodes.metrics())
-        metrics["time/sps"] = self.progress.sps(step)
-        self.loggers.log(metrics, step)
+        if step >= self._next_log:
+            self._next_log = step + self.cfg.logger.log_freq
+            metrics = dict(state.metrics)
+            metrics.update(self.episodes.metrics())
+            metrics["time/sps"] = self.progress.sps(step)
+            self.loggers.log(metrics, step)
         self.progress.update(step, self.episodes.mean_return)
         if self._next_eval is not None and step >= self._next_eval:
             self._next_eval += self.cfg.eval.freq

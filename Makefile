@@ -1,0 +1,37 @@
+# rltrain: `make train` and `make test` each install what they need into .venv first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# torch is installed first and pinned below 2.14: any newer range pulls a multi-GB CUDA build on
+# a CPU-only machine (shared/notes/dependency-facts.md, section 1).
+TORCH_SPEC ?= torch>=2.2,<2.14
+STAMP  := $(VENV)/.installed
+
+.PHONY: install train test test-all bench-quality lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+train: install          ## train PPO on Pendulum-v1 with the tuned preset
+	$(BIN)/rltrain algo=ppo env=Pendulum-v1 $(ARGS)
+
+test: install           ## the CI suite (slow learning checks excluded)
+	$(BIN)/python -m pytest -m "not slow" -q $(ARGS)
+
+test-all: install       ## everything, slow learning checks included
+	$(BIN)/python -m pytest -q $(ARGS)
+
+bench-quality: install  ## learning-quality benchmark (median over seeds), writes benchmarks/results/
+	$(BIN)/python benchmarks/quality.py $(ARGS)
+
+lint: install
+	$(BIN)/ruff check rltrain tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

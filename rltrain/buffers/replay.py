@@ -1,0 +1,74 @@
+"""Replay memory for off-policy algorithms: a preallocated ring buffer on the training device."""
+
+from __future__ import annotations
+
+import torch
+
+from rltrain.types import TransitionBatch
+
+
+class ReplayBuffer:
+    """Stores transitions `(obs, action, reward, next_obs, terminated)` in a ring of `capacity`.
+
+    `next_obs` is the true next observation (`StepResult.final_obs`), so a transition never pairs
+    the last observation of an episode with the first of the next; `terminated` alone removes the
+    bootstrap, so time-limit truncations still bootstrap. A batched `add` of N rows (one per env)
+    writes N consecutive slots, wrapping around the end.
+    """
+
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
+                 action_dtype: torch.dtype, device: torch.device | str = "cpu"):
+        if capacity <= 0:
+            raise ValueError(f"replay capacity must be > 0, got {capacity}")
+        self.capacity, self.device = int(capacity), torch.device(device)
+        c = self.capacity
+        self.obs = torch.zeros((c, *obs_shape), dtype=torch.float32, device=self.device)
+        self.next_obs = torch.zeros((c, *obs_shape), dtype=torch.float32, device=self.device)
+        self.actions = torch.zeros((c, *action_shape), dtype=action_dtype, device=self.device)
+        self.rewards = torch.zeros(c, dtype=torch.float32, device=self.device)
+        self.terminated = torch.zeros(c, dtype=torch.float32, device=self.device)
+        self.pos = 0  # next slot to write
+        self.size = 0  # filled slots
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the preallocated storage."""
+        tensors = (self.obs, self.next_obs, self.actions, self.rewards, self.terminated)
+        return sum(t.element_size() * t.numel() for t in tensors)
+
+    def add(self, obs: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
+            next_obs: torch.Tensor, terminated: torch.Tensor) -> None:
+        """Append a batch of N transitions (leading dimension N)."""
+        n = obs.shape[0]
+        idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
+        self.obs[idx] = obs
+        self.actions[idx] = action
+        self.rewards[idx] = reward
+        self.next_obs[idx] = next_obs
+        self.terminated[idx] = terminated.float()
+        self.pos = (self.pos + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> TransitionBatch:
+        """Uniform sample with replacement from the filled slots."""
+        if self.size == 0:
+            raise RuntimeError("sample() from an empty replay buffer")
+        idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
+        return TransitionBatch(self.obs[idx], self.actions[idx], self.rewards[idx],
+                               self.next_obs[idx], self.terminated[idx])
+
+    def state_dict(self) -> dict:
+        """Filled contents and ring position (for checkpoints that save the buffer)."""
+        n = self.size
+        return {"obs": self.obs[:n].cpu(), "next_obs": self.next_obs[:n].cpu(),
+                "actions": self.actions[:n].cpu(), "rewards": self.rewards[:n].cpu(),
+                "terminated": self.terminated[:n].cpu(), "pos": self.pos, "size": n}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict()` into a buffer of at least the same capacity."""
+        n = int(state["size"])
+        if n > self.capacity:
+            raise ValueError(f"saved replay holds {n} transitions, capacity is {self.capacity}")
+        for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
+            getattr(self, name)[:n] = state[name].to(self.device)
+        self.pos, self.size = int(state["pos"]) % self.capacity, n
