@@ -130,7 +130,7 @@ class PPO:
         metrics["train/learning_rate"] = lr
         metrics["train/n_updates"] = float(len(rows))
         if self.spec.action_kind == "box":
-            metrics["train/std"] = float(self.policy.head.log_std.exp().mean())
+            metrics["train/std"] = self.policy.head.log_std.detach().exp().mean().item()
         return metrics
 
     def _minibatch_step(self, batch: RolloutBatch, idx: torch.Tensor) -> dict[str, float]:

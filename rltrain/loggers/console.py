@@ -53,9 +53,10 @@ class ConsoleProgress:
         now = time.perf_counter()
         if self.mode == "plain" and (force or now - self._last_print >= self.interval):
             self._last_print = now
-            eta = (self.total - step) / sps if sps > 0 else float("nan")
+            eta = max(0, self.total - step) / sps if sps > 0 else float("nan")
+            pct = min(100.0, 100 * step / self.total)
             log.info("step %s/%s (%.0f%%) | %s sps | return %s | ETA %s", f"{step:,}",
-                     f"{self.total:,}", 100 * step / self.total, f"{sps:,.0f}", ret, _hms(eta))
+                     f"{self.total:,}", pct, f"{sps:,.0f}", ret, _hms(eta))
 
     def close(self) -> None:
         """Stop the live display."""
