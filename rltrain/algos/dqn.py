@@ -1,0 +1,162 @@
+"""Deep Q-Network (Mnih et al. 2015) with optional double-Q (van Hasselt et al. 2016) and dueling
+heads (Wang et al. 2016), for Discrete actions."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from rltrain.algos.base import grad_norm_step, polyak_update, td_target
+from rltrain.config import OffPolicyConfig
+from rltrain.errors import UserError
+from rltrain.nets.q import build_q_network
+from rltrain.types import EnvSpec, Metrics, TransitionBatch
+
+
+@dataclass
+class DQNConfig(OffPolicyConfig):
+    """DQN hyperparameters (names and defaults follow Stable-Baselines3)."""
+
+    name: str = "dqn"
+    lr: float = 1e-4
+    """Adam learning rate of the Q-network."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
+    """Hidden layer widths of the Q-network."""
+    activation: str = "relu"
+    """Hidden activation of the Q-network."""
+    batch_size: int = 32
+    """Transitions per gradient step."""
+    train_freq: int = 4
+    """Train every this many vector-env steps."""
+    tau: float = 1.0
+    """Polyak coefficient: < 1 blends the target every gradient step; 1.0 copies it every
+    `target_update_interval` env steps."""
+    target_update_interval: int = 10_000
+    """Env steps between hard target copies (used only when tau = 1.0)."""
+    exploration_initial_eps: float = 1.0
+    """ε of the ε-greedy policy at step 0."""
+    exploration_final_eps: float = 0.05
+    """ε once the decay is over."""
+    exploration_steps: int = 100_000
+    """Env steps over which ε decays linearly (SB3's exploration_fraction × total_timesteps)."""
+    double_q: bool = False
+    """Double DQN: the online net picks argmax_a' Q(s', a'), the target net evaluates it."""
+    dueling: bool = False
+    """Dueling architecture: Q = V + A − mean_a A."""
+    max_grad_norm: float = 10.0
+    """Global gradient-norm clip (0 disables)."""
+
+    def validate(self, cfg: Any) -> None:
+        """Cross-field checks on top of the shared off-policy ones."""
+        super().validate(cfg)
+        for name in ("exploration_initial_eps", "exploration_final_eps"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise UserError(f"algo.{name}={getattr(self, name)} must be in [0, 1]")
+        if self.exploration_steps < 0:
+            raise UserError(f"algo.exploration_steps={self.exploration_steps} must be >= 0")
+        if self.target_update_interval <= 0:
+            raise UserError(
+                f"algo.target_update_interval={self.target_update_interval} must be > 0")
+
+
+def linear_epsilon(step: int, initial: float, final: float, decay_steps: int) -> float:
+    """ε decayed linearly from `initial` at step 0 to `final` at `decay_steps`, then constant."""
+    if decay_steps <= 0:
+        return final
+    frac = min(1.0, max(0.0, step / decay_steps))
+    return initial + frac * (final - initial)
+
+
+def greedy_next_value(q_next_online: torch.Tensor, q_next_target: torch.Tensor,
+                      double_q: bool) -> torch.Tensor:
+    """max_a' Q_target(s', a') or, with double-Q, Q_target(s', argmax_a' Q_online(s', a')); [B]."""
+    if double_q:
+        best = q_next_online.argmax(dim=-1, keepdim=True)
+        return q_next_target.gather(-1, best).squeeze(-1)
+    return q_next_target.max(dim=-1).values
+
+
+class DQN:
+    """Owns the online and target Q-networks and the optimizer; ε-greedy `act`."""
+
+    def __init__(self, cfg: DQNConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
+        if spec.action_kind != "discrete":
+            raise UserError("dqn needs a Discrete action space")
+        self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
+        self.q_net = build_q_network(spec.obs_dim, spec.action_dim, cfg.hidden_sizes,
+                                     cfg.activation, cfg.dueling).to(self.device)
+        self.q_target = copy.deepcopy(self.q_net).requires_grad_(False)
+        self.policy = self.q_net
+        self.optimizer = torch.optim.Adam(self.q_net.parameters(), lr=cfg.lr)
+        self._params = list(self.q_net.parameters())
+        self.next_target_update = cfg.target_update_interval
+
+    def epsilon(self, global_step: int) -> float:
+        """ε of the exploration schedule at `global_step` env steps."""
+        c = self.cfg
+        return linear_epsilon(global_step, c.exploration_initial_eps, c.exploration_final_eps,
+                              c.exploration_steps)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
+        """ε-greedy actions `[N]`, drawn independently for every env row."""
+        greedy = self.q_net(obs).argmax(dim=-1)
+        random = torch.randint_like(greedy, self.spec.action_dim)
+        explore = torch.rand(greedy.shape, device=greedy.device) < self.epsilon(global_step)
+        return torch.where(explore, random, greedy)
+
+    @torch.no_grad()
+    def td_targets(self, batch: TransitionBatch) -> torch.Tensor:
+        """y = r + γ (1 − terminated) Q̂(s', a*), detached; [B]."""
+        q_next_target = self.q_target(batch.next_obs)
+        q_next_online = self.q_net(batch.next_obs) if self.cfg.double_q else q_next_target
+        next_value = greedy_next_value(q_next_online, q_next_target, self.cfg.double_q)
+        return td_target(batch.rewards, next_value, batch.terminated, self.cfg.gamma)
+
+    def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
+        """One Huber-loss gradient step on `batch`, then the target update when due."""
+        target = self.td_targets(batch)
+        q = self.q_net(batch.obs).gather(-1, batch.actions.long().unsqueeze(-1)).squeeze(-1)
+        loss = F.smooth_l1_loss(q, target)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm)
+        self._update_target(global_step)
+        return {
+            "train/q_loss": loss.item(),
+            "train/mean_q": q.detach().mean().item(),
+            "train/td_target_mean": target.mean().item(),
+            "train/grad_norm": norm,
+            "exploration/epsilon": self.epsilon(global_step),
+        }
+
+    def _update_target(self, global_step: int) -> None:
+        """Polyak-blend every step when tau < 1; else copy once per `target_update_interval`."""
+        if self.cfg.tau < 1.0:
+            polyak_update(self.q_target, self.q_net, self.cfg.tau)
+        elif global_step >= self.next_target_update:
+            polyak_update(self.q_target, self.q_net, 1.0)
+            interval = self.cfg.target_update_interval
+            self.next_target_update = (global_step // interval + 1) * interval
+
+    def state_dict(self) -> dict[str, Any]:
+        """Online and target networks, optimizer and the target-update counter, as plain data."""
+        return {"q_net": self.q_net.state_dict(), "q_target": self.q_target.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "next_target_update": int(self.next_target_update)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`."""
+        self.q_net.load_state_dict(state["q_net"])
+        self.q_target.load_state_dict(state["q_target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.next_target_update = int(state["next_target_update"])
+
+
+def build(cfg: DQNConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> DQN:
+    """Registry builder."""
+    return DQN(cfg, spec, device)
