@@ -13,10 +13,11 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from rltrain.errors import UserError
+from rltrain.errors import TrainingError, UserError
 
 log = logging.getLogger("rltrain")
 EXIT_USAGE = 2
+EXIT_TRAINING = 1
 _HYDRA_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve",
                 "--shell-completion", "-sc", "--version")
 
@@ -25,10 +26,10 @@ def _debug() -> bool:
     return os.environ.get("RLTRAIN_DEBUG", "") not in ("", "0", "false")
 
 
-def fail(message: str) -> None:
-    """Print one error line and exit with the usage-error code."""
+def fail(message: str, code: int = 2) -> None:
+    """Print one error line and exit with `code` (2: bad input, 1: training failed)."""
     print(f"rltrain: error: {message}", file=sys.stderr)
-    sys.exit(EXIT_USAGE)
+    sys.exit(code)
 
 
 def main() -> None:
@@ -53,29 +54,59 @@ def train_command(argv: list[str]) -> None:
     register_configs()
     if not any(a.split("=")[0] in _HYDRA_FLAGS for a in argv):
         check_overrides([a for a in argv if not a.startswith("-")])
-    sys.argv = [sys.argv[0], *argv]
+    sys.argv = [sys.argv[0], *argv, *_resume_run_dir(argv)]
     _train_task()
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rltrain.conf", config_name="config")
 def _train_task(cfg: DictConfig) -> float:
     """One training job (a multirun calls it once per job); returns the final eval mean."""
-    from hydra.core.hydra_config import HydraConfig
-
-    from rltrain.config import to_train_config
-    from rltrain.runner.runner import Runner
-
     try:
-        train_cfg = to_train_config(cfg)
-        if train_cfg.preset:
-            log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", train_cfg.preset)
-        run_dir = Path(HydraConfig.get().runtime.output_dir)
-        return float(Runner(train_cfg, run_dir).run()["mean_reward"])
-    except UserError as exc:
+        return _run_job(cfg)
+    except (UserError, TrainingError) as exc:
         if _debug():
             raise
-        fail(str(exc))
+        fail(str(exc), EXIT_USAGE if isinstance(exc, UserError) else EXIT_TRAINING)
         raise  # unreachable: fail() exits
+
+
+def _run_job(cfg: DictConfig) -> float:
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from rltrain import checkpoint
+    from rltrain.config import to_train_config
+    from rltrain.runner.resume import find_resume_checkpoint, resume_config
+    from rltrain.runner.runner import Runner
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    payload = None
+    ckpt = find_resume_checkpoint(str(cfg.resume), run_dir) if cfg.get("resume") else None
+    if ckpt is not None:
+        payload = checkpoint.load(ckpt)
+        composed = OmegaConf.to_container(cfg, resolve=True)
+        train_cfg = resume_config(payload["config"], composed, list(HydraConfig.get().overrides.task))
+        log.info("resuming %s from %s", run_dir, ckpt)
+    else:
+        train_cfg = to_train_config(cfg)
+    if train_cfg.preset and payload is None:
+        log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", train_cfg.preset)
+    runner = Runner(train_cfg, run_dir, resume_from=payload)
+    result = runner.run()
+    if runner.stopper.signum is not None:  # preempted: a non-zero code tells schedulers so
+        sys.exit(128 + runner.stopper.signum)
+    return float(result["mean_reward"])
+
+
+def _resume_run_dir(argv: list[str]) -> list[str]:
+    """`resume=<run or ckpt>` continues in that run's folder: point Hydra's run dir there."""
+    from rltrain.runner.resume import find_resume_checkpoint, run_dir_of
+
+    value = next((a.split("=", 1)[1] for a in argv if a.startswith("resume=")), None)
+    if not value or value == "auto" or any(a.startswith("hydra.run.dir=") for a in argv):
+        return []
+    run_dir = run_dir_of(find_resume_checkpoint(value, Path(".")))
+    return [f"hydra.run.dir={run_dir}", "hydra.output_subdir=.hydra/resume"]
 
 
 def eval_command(argv: list[str]) -> dict:

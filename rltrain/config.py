@@ -114,6 +114,8 @@ class CheckpointConfig:
     """Write a periodic checkpoint every this many env steps (0 disables periodic ones)."""
     keep_last: int = 3
     """Periodic checkpoints kept on disk; `latest.pt`, `best.pt` and `final.pt` are always kept."""
+    save_buffer: bool = False
+    """Off-policy: save the replay buffer in checkpoints so a resume is bit-for-bit (large files)."""
 
 
 @dataclass
@@ -149,6 +151,8 @@ class TrainConfig:
     """torch intra-op threads (0 keeps torch's default). Small MLPs run fastest with 1."""
     progress: str = "auto"
     """Console progress: auto (bar on a terminal, plain lines otherwise), bar, plain or off."""
+    resume: str | None = None
+    """Continue a run: its directory or a checkpoint file; `auto` resumes this run dir if it has one."""
     preset: str | None = None
     """Name of the tuned preset applied from `conf/tuned/` (informational; set by the preset)."""
 

@@ -3,3 +3,7 @@
 
 class UserError(ValueError):
     """Bad input from the user: the message is one actionable line."""
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (e.g. a non-finite loss); the message is one line with a hint."""

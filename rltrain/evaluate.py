@@ -66,7 +66,7 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     try:
         load_env_state(env, payload.get("env", {}))
         algo = get_algo_spec(cfg.algo.name).build(cfg.algo, env.spec, device)
-        _load_algo(algo, payload["algo"], path)
+        load_algo(algo, payload["algo"], path)
         result = run_episodes(algo.policy, env, episodes, deterministic, seed)
     finally:
         env.close()
@@ -81,7 +81,8 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     return result
 
 
-def _load_algo(algo: Any, state: dict[str, Any], path: Path) -> None:
+def load_algo(algo: Any, state: dict[str, Any], path: Path) -> None:
+    """Load weights into `algo`; a shape mismatch is a one-line `UserError`."""
     from rltrain.errors import UserError
 
     try:

@@ -82,13 +82,13 @@ def explain(exc: BaseException) -> str:
 
             options = options + [k for k in gym.registry if k not in options]
         return f"unknown {group or 'config'} {option!r}: {closest(option, options)}"
-    # Hydra's top message is only "Error merging override ..."; the conversion error is a cause.
-    m = next((m for m in (re.search(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)",
-                                    str(c)) for c in _chain(exc)) if m is not None), None)
-    if m is not None:
-        key = _full_key(exc)
-        where = f"{key}=" if key else ""
-        return f"{where}{m.group(1)}: expected {m.group(3).lower()}, got {m.group(2)}"
+    # Hydra's own message is only "Error merging override ..."; the conversion error is a cause.
+    for cause in _chain(exc):
+        m = re.search(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", str(cause))
+        if m is not None:
+            key = _full_key(exc)
+            where = f"{key}=" if key else ""
+            return f"{where}{m.group(1)}: expected {m.group(3).lower()}, got {m.group(2)}"
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 

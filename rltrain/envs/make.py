@@ -76,3 +76,39 @@ def load_env_state(env: VecEnv, state: dict) -> None:
         if isinstance(target, ScaleReward) and "ret_rms" in state:
             target.rms.load_state_dict(state["ret_rms"])
         target = getattr(target, "env", None)
+
+
+def resume_state(env: VecEnv) -> dict:
+    """Everything needed to continue `env` exactly: normalizers, episode accumulators, sim state."""
+    from rltrain.envs.snapshot import snapshot
+
+    out = env_state(env)
+    layer = env
+    while layer is not None:
+        if isinstance(layer, ScaleReward):
+            out["running_return"] = layer._ret.cpu().clone()
+        if isinstance(layer, GymVecEnv):
+            out["episode_return"] = torch.from_numpy(layer._ep_return.copy())
+            out["episode_length"] = torch.from_numpy(layer._ep_length.copy())
+            out["sim"] = snapshot(layer.venv)
+        layer = getattr(layer, "env", None)
+    return out
+
+
+def load_resume_state(env: VecEnv, state: dict) -> bool:
+    """Restore `resume_state`; True when the simulator state itself was restored (exact resume)."""
+    from rltrain.envs.snapshot import restore
+
+    load_env_state(env, state)
+    exact = False
+    layer = env
+    while layer is not None:
+        if isinstance(layer, ScaleReward) and "running_return" in state:
+            layer._ret.copy_(state["running_return"].to(layer._ret.device))
+        if isinstance(layer, GymVecEnv) and "episode_return" in state:
+            if len(state["episode_return"]) == layer.spec.num_envs:
+                layer._ep_return[:] = state["episode_return"].numpy()
+                layer._ep_length[:] = state["episode_length"].numpy()
+                exact = restore(layer.venv, state.get("sim"))
+        layer = getattr(layer, "env", None)
+    return exact

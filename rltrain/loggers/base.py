@@ -33,15 +33,19 @@ class MultiLogger:
             logger.close()
 
 
-def build_loggers(cfg: LoggerConfig, run_dir: Path) -> MultiLogger:
-    """The loggers `cfg` enables, writing under `run_dir`."""
+def build_loggers(cfg: LoggerConfig, run_dir: Path, purge_step: int = 0) -> MultiLogger:
+    """The loggers `cfg` enables, writing under `run_dir`.
+
+    A resumed run passes its checkpoint step as `purge_step`: whatever the interrupted run logged
+    after it is dropped, so curves continue without duplicate steps.
+    """
     loggers: list[Logger] = []
     if cfg.tensorboard:
         from rltrain.loggers.tensorboard import TensorBoardLogger
 
-        loggers.append(TensorBoardLogger(run_dir / "tb"))
+        loggers.append(TensorBoardLogger(run_dir / "tb", purge_step))
     if cfg.csv:
         from rltrain.loggers.csv import CSVLogger
 
-        loggers.append(CSVLogger(run_dir / "metrics.csv"))
+        loggers.append(CSVLogger(run_dir / "metrics.csv", purge_step))
     return MultiLogger(loggers)

@@ -33,6 +33,12 @@ def make_replay(runner: Runner) -> ReplayBuffer:
                           torch.long if discrete else torch.float32, runner.device)
     log.info("replay buffer: %s transitions, %.1f MB on %s", f"{replay.capacity:,}",
              replay.nbytes / 2**20, runner.device)
+    saved = getattr(runner, "replay_state", None)
+    if saved is not None:
+        replay.load_state_dict(saved)
+        log.info("replay buffer restored: %s transitions", f"{replay.size:,}")
+    elif runner.state.global_step > 0:
+        log.info("replay buffer starts empty (checkpoint.save_buffer=false): resume is not bit-for-bit")
     return replay
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import numpy as np
 import torch
 
 from rltrain import checkpoint
-from rltrain.config import TrainConfig, config_to_dict
+from rltrain.config import TrainConfig
 from rltrain.envs.make import env_state, load_env_state, make_env
 from rltrain.evaluate import eval_metrics, run_episodes
 from rltrain.loggers.base import build_loggers
@@ -21,6 +20,9 @@ from rltrain.loggers.console import ConsoleProgress
 from rltrain.registry import check_action_space, get_algo_spec
 from rltrain.runner.callbacks import Callback, Callbacks, LoopState
 from rltrain.runner.episodes import EpisodeTracker
+from rltrain.runner.guards import check_metrics, check_parameters
+from rltrain.runner.interrupt import GracefulStop
+from rltrain.runner.resume import make_payload, restore
 
 log = logging.getLogger("rltrain")
 
@@ -46,10 +48,12 @@ def default_run_dir() -> Path:
 
 
 class Runner:
-    """Owns one training run. Pass `algo=` to train an algorithm built in Python."""
+    """Owns one training run. Pass `algo=` to train an algorithm built in Python, and
+    `resume_from=` (a loaded checkpoint payload) to continue a run where it stopped."""
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path | None = None, algo: Any = None,
-                 callbacks: dict[str, list[Callback]] | None = None):
+                 callbacks: dict[str, list[Callback]] | None = None,
+                 resume_from: dict[str, Any] | None = None):
         self.cfg = cfg
         self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir()
         self.device = resolve_device(cfg.device)
@@ -70,9 +74,11 @@ class Runner:
         self.state = LoopState(total_timesteps=int(cfg.total_timesteps))
         self.episodes = EpisodeTracker()
         self.obs = self.env.reset(seed=cfg.seed)
-        self._next_eval = cfg.eval.freq or None
-        self._next_ckpt = cfg.checkpoint.freq or None
-        self._next_log = 0
+        # next env step at which to evaluate / checkpoint / log (0 = never for eval and ckpt)
+        self.schedule = {"eval": cfg.eval.freq, "ckpt": cfg.checkpoint.freq, "log": 0}
+        self.stopper = GracefulStop(self.state, self.run_dir)
+        if resume_from is not None:
+            restore(self, resume_from)
 
     def add_callback(self, event: str, fn: Callback) -> None:
         """Register `fn(state)` for one of `callbacks.EVENTS`."""
@@ -88,20 +94,20 @@ class Runner:
         from rltrain.runner.on_policy import run_on_policy
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.loggers = build_loggers(self.cfg.logger, self.run_dir)
+        self.loggers = build_loggers(self.cfg.logger, self.run_dir, purge_step=self.state.global_step)
         self.progress = ConsoleProgress(self.state.total_timesteps, self.cfg.progress,
                                         self.cfg.logger.log_interval, start=self.state.global_step)
-        self._t_start = time.perf_counter()
         log.info("training %s on %s for %s env steps (%d envs, device %s) -> %s",
                  self.cfg.algo.name, self.cfg.env.id, f"{self.state.total_timesteps:,}",
                  self.env.spec.num_envs, self.device, self.run_dir)
         try:
-            loop = run_on_policy if self.family == "on_policy" else run_off_policy
-            loop(self)
+            with self.stopper:
+                (run_on_policy if self.family == "on_policy" else run_off_policy)(self)
             self.progress.update(self.state.global_step, self.episodes.mean_return, force=True)
+            if self.state.stop:
+                return self._stopped()
             last = self.state.last_eval
-            done_at_this_step = last is not None and last.get("step") == self.state.global_step
-            result = last if done_at_this_step else self.evaluate()
+            result = last if last and last.get("step") == self.state.global_step else self.evaluate()
             self.save("latest.pt")
             self.save("final.pt")
         finally:
@@ -114,24 +120,36 @@ class Runner:
                  self.run_dir / "checkpoints")
         return result
 
+    def _stopped(self) -> dict[str, Any]:
+        """Save `latest.pt` after a requested stop and tell the user how to continue."""
+        self.save("latest.pt")
+        log.warning("stopped (%s) at step %s; checkpoint saved. Resume with: rltrain resume=%s",
+                    self.state.stop_reason or "callback", f"{self.state.global_step:,}", self.run_dir)
+        last = dict(self.state.last_eval or {"mean_reward": float("nan"), "std_reward": float("nan"),
+                                             "episodes": 0})
+        last["stopped"] = self.state.stop_reason or "callback"
+        return last
+
     def end_iteration(self) -> None:
-        """Called by the loops after each update: log, evaluate and checkpoint when due."""
-        state, step = self.state, self.state.global_step
-        if step >= self._next_log:
-            self._next_log = step + self.cfg.logger.log_freq
+        """Called by the loops after each update: check, log, evaluate and checkpoint when due."""
+        state, step, sched = self.state, self.state.global_step, self.schedule
+        check_metrics(state.metrics, step)
+        if step >= sched["log"]:
+            sched["log"] = step + self.cfg.logger.log_freq
             metrics = dict(state.metrics)
             metrics.update(self.episodes.metrics())
             metrics["time/sps"] = self.progress.sps(step)
             self.loggers.log(metrics, step)
         self.progress.update(step, self.episodes.mean_return)
-        if self._next_eval is not None and step >= self._next_eval:
-            self._next_eval += self.cfg.eval.freq
+        if sched["eval"] and step >= sched["eval"]:
+            sched["eval"] += self.cfg.eval.freq
             self.evaluate()
             self.save("latest.pt")
-        if self._next_ckpt is not None and step >= self._next_ckpt:
-            self._next_ckpt += self.cfg.checkpoint.freq
+        if sched["ckpt"] and step >= sched["ckpt"]:
+            sched["ckpt"] += self.cfg.checkpoint.freq
             self.save(f"step_{step:09d}.pt", periodic=True)
             self.save("latest.pt")
+        self.stopper.check_stop_file()
         self.fire("post_iteration")
 
     def evaluate(self) -> dict[str, Any]:
@@ -152,18 +170,10 @@ class Runner:
         return result
 
     def save(self, name: str, periodic: bool = False) -> Path:
-        """Write a checkpoint under `<run>/checkpoints/`; prune old periodic ones."""
-        s = self.state
-        payload = {
-            "config": config_to_dict(self.cfg),
-            "algo": self.algo.state_dict(),
-            "env": env_state(self.env),
-            "counters": {"global_step": s.global_step, "iteration": s.iteration,
-                         "best_eval": s.best_eval},
-            "rng": checkpoint.rng_state(),
-            "metrics": {k: v for k, v in (s.last_eval or {}).items() if isinstance(v, float)},
-        }
-        path = checkpoint.save(payload, self.run_dir / "checkpoints" / name)
+        """Write a checkpoint under `<run>/checkpoints/` (never one with non-finite weights)."""
+        modules = {k: v for k, v in vars(self.algo).items() if isinstance(v, torch.nn.Module)}
+        check_parameters(modules, self.state.global_step)
+        path = checkpoint.save(make_payload(self), self.run_dir / "checkpoints" / name)
         if periodic:
             checkpoint.prune(self.run_dir / "checkpoints", self.cfg.checkpoint.keep_last)
         return path

@@ -1,0 +1,27 @@
+"""Numerical guards: stop before a NaN or inf spreads into the networks or a checkpoint."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from rltrain.errors import TrainingError
+
+HINT = ("try a lower algo.lr, a tighter algo.max_grad_norm, or scaled rewards "
+        "(env.normalize_reward=true)")
+
+
+def check_metrics(metrics: dict[str, float], step: int) -> None:
+    """Raise `TrainingError` naming the first non-finite `train/*` metric (losses, grad norm)."""
+    for name, value in metrics.items():
+        if name.startswith("train/") and not math.isfinite(value):
+            raise TrainingError(f"non-finite {name}={value} at step {step:,}; {HINT}")
+
+
+def check_parameters(modules: dict[str, torch.nn.Module], step: int) -> None:
+    """Raise `TrainingError` when a parameter of any module is NaN or inf."""
+    for owner, module in modules.items():
+        for name, param in module.named_parameters():
+            if not torch.isfinite(param).all():
+                raise TrainingError(f"non-finite parameter {owner}.{name} at step {step:,}; {HINT}")

@@ -1,0 +1,55 @@
+"""Graceful stops: SIGINT/SIGTERM (what SLURM sends before a kill) and a `STOP` file.
+
+The first signal asks the loop to stop after the current iteration, so the Runner can write
+`latest.pt` and close its loggers; a second Ctrl-C exits at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+from rltrain.runner.callbacks import LoopState
+
+log = logging.getLogger("rltrain")
+
+
+class GracefulStop:
+    """Context manager installing the stop handlers (main thread only; elsewhere a no-op)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, state: LoopState, run_dir: Path):
+        self.state, self.stop_file = state, run_dir / "STOP"
+        self.signum: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> GracefulStop:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # second Ctrl-C: leave now
+        self.signum = signum
+        self.state.stop = True
+        self.state.stop_reason = signal.Signals(signum).name
+        log.warning("%s received: stopping after this iteration (Ctrl-C again to quit now)",
+                    self.state.stop_reason)
+
+    def check_stop_file(self) -> None:
+        """Stop (the same graceful way) when `<run dir>/STOP` exists; the file is consumed."""
+        if self.stop_file.exists():
+            self.stop_file.unlink(missing_ok=True)
+            self.state.stop = True
+            self.state.stop_reason = "STOP file"
+            log.warning("found %s: stopping after this iteration", self.stop_file)
