@@ -54,7 +54,9 @@ def train_command(argv: list[str]) -> None:
     register_configs()
     if not any(a.split("=")[0] in _HYDRA_FLAGS for a in argv):
         check_overrides([a for a in argv if not a.startswith("-")])
-    sys.argv = [sys.argv[0], *argv, *_resume_run_dir(argv)]
+    extra = _resume_run_dir(argv)
+    _check_writable([*argv, *extra])
+    sys.argv = [sys.argv[0], *argv, *extra]
     _train_task()
 
 
@@ -96,6 +98,21 @@ def _run_job(cfg: DictConfig) -> float:
     if runner.stopper.signum is not None:  # preempted: a non-zero code tells schedulers so
         sys.exit(128 + runner.stopper.signum)
     return float(result["mean_reward"])
+
+
+def _check_writable(argv: list[str]) -> None:
+    """Refuse an output folder we cannot create or write, before Hydra tries to."""
+    keys = ("hydra.run.dir=", "hydra.sweep.dir=")
+    target = next((a.split("=", 1)[1] for a in reversed(argv) if a.startswith(keys)), "outputs")
+    path = Path(target).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if not path.is_dir():
+        raise UserError(f"output folder {target} cannot be created: {path} is a file; "
+                        f"choose another with hydra.run.dir=<folder>")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"output folder {target} is not writable ({path} is read-only); "
+                        f"choose another with hydra.run.dir=<folder>")
 
 
 def _resume_run_dir(argv: list[str]) -> list[str]:
