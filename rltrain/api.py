@@ -19,14 +19,15 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     algorithm built in Python instead of the one the config would build.
     """
     from rltrain.config import register_configs, to_train_config
-    from rltrain.overrides import compose_checked
+    from rltrain.overrides import compose_checked, env_choices
     from rltrain.runner.runner import Runner
 
     if isinstance(overrides, TrainConfig):
         cfg = overrides
     else:
-        register_configs()
-        cfg = to_train_config(compose_checked("config", list(overrides or [])))
+        overrides = list(overrides or [])
+        register_configs(env_choices(overrides))
+        cfg = to_train_config(compose_checked("config", overrides))
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
     return Runner(cfg, run_dir, algo=algo, callbacks=callbacks).run()

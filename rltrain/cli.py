@@ -39,6 +39,9 @@ def main() -> None:
         if argv[:1] == ["eval"]:
             eval_command(argv[1:])
             return
+        if argv[:1] == ["report"]:
+            report_command(argv[1:])
+            return
         train_command(argv)
     except UserError as exc:
         if _debug():
@@ -49,9 +52,11 @@ def main() -> None:
 def train_command(argv: list[str]) -> None:
     """Validate the overrides, then hand over to Hydra (which also serves --help, --cfg, -m)."""
     from rltrain.config import register_configs
-    from rltrain.overrides import check_overrides
+    from rltrain.overrides import check_overrides, env_choices
+    from rltrain.sweep import check_plugins
 
-    register_configs()
+    check_plugins(argv)  # a missing sweeper/launcher plugin: one line naming the extra
+    register_configs(env_choices(argv))
     if not any(a.split("=")[0] in _HYDRA_FLAGS for a in argv):
         check_overrides([a for a in argv if not a.startswith("-")])
     extra = _resume_run_dir(argv)
@@ -80,6 +85,7 @@ def _run_job(cfg: DictConfig) -> float:
     from rltrain.config import to_train_config
     from rltrain.runner.resume import find_resume_checkpoint, resume_config
     from rltrain.runner.runner import Runner
+    from rltrain.sweep import fit_threads, run_seeds
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     payload = None
@@ -91,8 +97,11 @@ def _run_job(cfg: DictConfig) -> float:
         log.info("resuming %s from %s", run_dir, ckpt)
     else:
         train_cfg = to_train_config(cfg)
+    train_cfg = fit_threads(train_cfg)
     if train_cfg.preset and payload is None:
         log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", train_cfg.preset)
+    if train_cfg.seeds_per_trial > 1 and payload is None:
+        return run_seeds(train_cfg, run_dir)
     runner = Runner(train_cfg, run_dir, resume_from=payload)
     result = runner.run()
     if runner.stopper.signum is not None:  # preempted: a non-zero code tells schedulers so
@@ -132,12 +141,19 @@ def eval_command(argv: list[str]) -> dict:
     from rltrain.evaluate import evaluate
     from rltrain.overrides import compose_checked
 
-    register_configs()
+    register_configs(env_ids=[])
     cfg = compose_checked("eval", argv)
     result = evaluate(cfg.ckpt, episodes=cfg.episodes, deterministic=cfg.deterministic,
                       seed=cfg.seed, device=cfg.device, num_envs=cfg.num_envs)
     _print_eval_table(result)
     return result
+
+
+def report_command(argv: list[str]) -> None:
+    """`rltrain report [folder]`: every run below a folder, grouped, as a table, CSV and plot."""
+    from rltrain.report.cli import report_main
+
+    report_main(argv)
 
 
 def _print_eval_table(result: dict) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from importlib import resources
+from collections.abc import Iterable
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -149,6 +150,9 @@ class TrainConfig:
     """Env steps to train for (summed over parallel envs); `5e4` notation is accepted."""
     torch_threads: int = 1
     """torch intra-op threads (0 keeps torch's default). Small MLPs run fastest with 1."""
+    seeds_per_trial: int = 1
+    """Seeds one job trains in turn (`seed`, `seed+1`, ...; each in `<run>/seed_<s>/`); the job
+    returns their mean final eval, so a sweeper's trial is not decided by one lucky seed."""
     progress: str = "auto"
     """Console progress: auto (bar on a terminal, plain lines otherwise), bar, plain or off."""
     resume: str | None = None
@@ -178,8 +182,13 @@ class EvalRunConfig:
 _PROGRESS = ("auto", "bar", "plain", "off")
 
 
-def register_configs() -> None:
-    """Store the schemas, env aliases and tuned-preset aliases in Hydra's ConfigStore."""
+def register_configs(env_ids: Iterable[str] | None = None) -> None:
+    """Store the schemas, env aliases and tuned-preset aliases in Hydra's ConfigStore.
+
+    `env_ids` limits the generic `env=<gymnasium id>` entries to those ids (the CLI passes the
+    ones on its command line: every stored entry makes each Hydra compose slower); None stores
+    every registered id.
+    """
     from hydra.core.config_store import ConfigStore
 
     from rltrain.registry import ALGOS
@@ -191,7 +200,7 @@ def register_configs() -> None:
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
     for name, spec in ALGOS.items():
         cs.store(group="algo", name=f"{name}_schema", node=spec.config)
-    _register_env_options(cs)
+    _register_env_options(cs, env_ids)
 
 
 def _yaml_names(group: str) -> set[str]:
@@ -199,7 +208,7 @@ def _yaml_names(group: str) -> set[str]:
     return {p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml")}
 
 
-def _register_env_options(cs: Any) -> None:
+def _register_env_options(cs: Any, env_ids: Iterable[str] | None) -> None:
     """Let `env=<gymnasium id>` work: aliases of shipped YAMLs, and a generic node for the rest."""
     import gymnasium as gym
 
@@ -218,7 +227,7 @@ def _register_env_options(cs: Any) -> None:
                     node={"defaults": [preset]},
                     package="_global_",
                 )
-    for gym_id in gym.registry:
+    for gym_id in gym.registry if env_ids is None else [i for i in env_ids if i in gym.registry]:
         if gym_id in canonical or gym_id in env_yamls:
             continue
         group, _, name = gym_id.rpartition("/")

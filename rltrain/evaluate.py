@@ -67,7 +67,9 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
         load_env_state(env, payload.get("env", {}))
         algo = get_algo_spec(cfg.algo.name).build(cfg.algo, env.spec, device)
         load_algo(algo, payload["algo"], path)
-        result = run_episodes(algo.policy, env, episodes, deterministic, seed)
+        with torch.random.fork_rng():  # `seed` also fixes stochastic actions; caller's RNG kept
+            torch.manual_seed(seed)
+            result = run_episodes(algo.policy, env, episodes, deterministic, seed)
     finally:
         env.close()
     result.update(checkpoint=str(path), algo=cfg.algo.name, env=cfg.env.id,

@@ -49,6 +49,20 @@ def first_of_sweeps(overrides: list[str]) -> list[str]:
     return out
 
 
+def env_choices(argv: list[str]) -> list[str]:
+    """Every value given to the `env` group on a command line, sweeps included."""
+    values: list[str] = []
+    for arg in argv:
+        if not arg.startswith(("env=", "+env=")):
+            continue
+        try:
+            (ov,) = OverridesParser.create().parse_overrides([arg])
+            values += list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [ov.value()]
+        except Exception:  # malformed: compose will report it
+            continue
+    return [str(v) for v in values]
+
+
 def compose_checked(config_name: str, overrides: list[str]) -> DictConfig:
     """`hydra.compose` of a packaged config, with errors turned into one-line `UserError`s."""
     GlobalHydra.instance().clear()

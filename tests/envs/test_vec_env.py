@@ -1,0 +1,146 @@
+"""The gymnasium adapter: final_obs at episode ends, end flags, episode stats, action rescaling."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from rltrain.config import EnvConfig
+from rltrain.envs.make import check_env_id, make_env
+from rltrain.envs.vec_env import GymVecEnv, describe_action_space
+from rltrain.errors import UserError
+
+
+def col(x: torch.Tensor) -> list[float]:
+    """A [N, 1] observation batch as a flat list."""
+    return x[:, 0].tolist()
+
+
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_ended_rows_report_true_final_obs_reset_obs_and_end_flags(counter_env_id, vectorization):
+    # CounterEnv: obs after step k is [k], reward k; action 1 terminates; time limit 3 truncates.
+    env = make_env(EnvConfig(id=counter_env_id, num_envs=2, max_episode_steps=3,
+                             vectorization=vectorization))
+    try:
+        assert col(env.reset(seed=0)) == [0.0, 0.0]
+
+        res = env.step(torch.tensor([0, 0]))
+        assert col(res.obs) == col(res.final_obs) == [1.0, 1.0]
+        assert res.reward.tolist() == [1.0, 1.0]
+        assert not res.terminated.any() and not res.truncated.any()
+        assert "episode" not in res.info
+
+        res = env.step(torch.tensor([1, 0]))  # row 0 terminates at k=2
+        assert col(res.final_obs) == [2.0, 2.0]  # row 0: its true last observation
+        assert col(res.obs) == [0.0, 2.0]  # row 0: already the reset observation
+        assert res.terminated.tolist() == [True, False]
+        assert res.truncated.tolist() == [False, False]
+        ep = res.info["episode"]
+        assert ep["index"].tolist() == [0]
+        assert ep["return"].tolist() == [1.0 + 2.0] and ep["length"].tolist() == [2]
+        assert (ep["terminated"], ep["truncated"]) == (1, 0)
+
+        res = env.step(torch.tensor([0, 0]))  # row 1 reaches the time limit at k=3
+        assert col(res.final_obs) == [1.0, 3.0]
+        assert col(res.obs) == [1.0, 0.0]
+        assert res.terminated.tolist() == [False, False]
+        assert res.truncated.tolist() == [False, True]
+        ep = res.info["episode"]
+        assert ep["index"].tolist() == [1]
+        assert ep["return"].tolist() == [1.0 + 2.0 + 3.0] and ep["length"].tolist() == [3]
+        assert (ep["terminated"], ep["truncated"]) == (0, 1)
+
+        env.step(torch.tensor([0, 0]))
+        res = env.step(torch.tensor([1, 0]))  # row 0: terminated at k=3, also the time limit
+        assert res.terminated.tolist() == [True, False]
+        assert res.truncated.tolist() == [False, False]  # a real termination never bootstraps
+        assert col(res.final_obs) == [3.0, 2.0] and col(res.obs) == [0.0, 2.0]
+        assert res.info["episode"]["return"].tolist() == [6.0]
+        assert (res.info["episode"]["terminated"], res.info["episode"]["truncated"]) == (1, 0)
+    finally:
+        env.close()
+
+
+def test_step_tensors_have_the_contract_dtypes(counter_env_id):
+    env = make_env(EnvConfig(id=counter_env_id, num_envs=2, max_episode_steps=3))
+    obs = env.reset(seed=0)
+    res = env.step(torch.tensor([0, 1]))
+    env.close()
+    assert env.spec.obs_shape == (1,) and env.spec.num_envs == 2
+    assert (env.spec.action_kind, env.spec.action_dim) == ("discrete", 2)
+    assert obs.dtype == res.obs.dtype == res.final_obs.dtype == res.reward.dtype == torch.float32
+    assert res.terminated.dtype == res.truncated.dtype == torch.bool
+    assert res.obs.shape == res.final_obs.shape == (2, 1) and res.reward.shape == (2,)
+
+
+class ActionEchoEnv(gym.Env):
+    """Observes the action it last received, so a test can see what reached the env."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    action_space = gym.spaces.Box(np.array([-2.0, 0.0, -np.inf], np.float32),
+                                  np.array([2.0, 10.0, np.inf], np.float32), dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return np.asarray(action, np.float32), 0.0, False, False, {}
+
+
+def echo_env() -> GymVecEnv:
+    venv = SyncVectorEnv([ActionEchoEnv, ActionEchoEnv], autoreset_mode=AutoresetMode.SAME_STEP)
+    return GymVecEnv(venv)
+
+
+def test_box_actions_are_rescaled_from_unit_range_to_env_bounds():
+    env = echo_env()
+    env.reset(seed=0)
+    # dims: [-2, 2], [0, 10], unbounded (passes through unchanged)
+    res = env.step(torch.tensor([[-1.0, 1.0, 5.0], [0.0, 0.0, -7.0]]))
+    assert res.obs.tolist() == [[-2.0, 10.0, 5.0], [0.0, 5.0, -7.0]]
+    res = env.step(torch.tensor([[0.5, -0.5, 0.0], [-0.25, 0.75, 100.0]]))
+    assert res.obs.tolist() == [[1.0, 2.5, 0.0], [-0.5, 8.75, 100.0]]
+    env.close()
+
+
+def test_box_actions_beyond_unit_range_are_clipped_to_env_bounds():
+    env = echo_env()
+    env.reset(seed=0)
+    res = env.step(torch.tensor([[1.5, -3.0, 0.25], [-7.0, 2.0, -0.25]]))
+    assert res.obs.tolist() == [[2.0, 0.0, 0.25], [-2.0, 10.0, -0.25]]
+    env.close()
+
+
+def test_pendulum_unit_action_reaches_max_torque():
+    env = make_env(EnvConfig(id="Pendulum-v1", num_envs=1))
+    assert (env.spec.action_kind, env.spec.action_dim) == ("box", 1)
+    out = env.to_env_action(torch.tensor([[1.0]]))
+    env.close()
+    assert out.dtype == np.float32 and out.tolist() == [[2.0]]
+
+
+def test_reset_with_the_same_seed_gives_the_same_observations():
+    cfg = EnvConfig(id="CartPole-v1", num_envs=2)
+    envs = [make_env(cfg) for _ in range(3)]
+    a, b, c = envs[0].reset(seed=3), envs[1].reset(seed=3), envs[2].reset(seed=4)
+    for env in envs:
+        env.close()
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+    assert not torch.equal(a[0], a[1])  # row i is seeded with seed + i
+
+
+def test_unknown_env_id_suggests_the_closest_registered_ids():
+    with pytest.raises(UserError, match=r"unknown env 'CartPole-v2': did you mean .*CartPole-v1"):
+        check_env_id("CartPole-v2")
+
+
+def test_unsupported_action_space_is_a_user_error_naming_the_space():
+    with pytest.raises(UserError, match="MultiDiscrete"):
+        describe_action_space(gym.spaces.MultiDiscrete([2, 3]))
+    assert describe_action_space(gym.spaces.Discrete(5)) == ("discrete", 5)
+    assert describe_action_space(gym.spaces.Box(-1, 1, (3,))) == ("box", 3)

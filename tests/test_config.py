@@ -1,0 +1,224 @@
+"""Config composition from the real conf/ tree, tuned presets, and one-line errors for mistakes."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+from omegaconf import OmegaConf
+
+from rltrain.algos.ppo import PPOConfig
+from rltrain.config import AlgoConfig, TrainConfig, config_to_dict, to_train_config
+from rltrain.errors import UserError
+from rltrain.overrides import check_overrides, compose_checked, first_of_sweeps
+from rltrain.registry import ALGOS
+
+
+def compose(*overrides: str):
+    return compose_checked("config", list(overrides))
+
+
+def train_config(*overrides: str) -> TrainConfig:
+    return to_train_config(compose(*overrides))
+
+
+def user_error(*overrides: str) -> str:
+    """The message of the UserError that composing and validating `overrides` raises."""
+    with pytest.raises(UserError) as err:
+        train_config(*overrides)
+    message = str(err.value)
+    assert "\n" not in message, "user errors are one line"
+    return message
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    """The default composed config (PPO on Pendulum-v1 with its preset), composed once."""
+    return compose("env=pendulum")
+
+
+# ---- composition and tuned presets -----------------------------------------------------------
+
+def test_gymnasium_id_and_short_env_name_compose_identical_configs():
+    by_id, by_name = compose("env=Pendulum-v1"), compose("env=pendulum")
+    assert OmegaConf.to_container(by_id) == OmegaConf.to_container(by_name)
+    assert by_id.env.id == "Pendulum-v1"
+
+
+@pytest.mark.parametrize("env", ["Pendulum-v1", "pendulum"])
+def test_tuned_preset_is_applied_for_either_env_spelling(env):
+    cfg = train_config(f"env={env}")
+    assert cfg.preset == "ppo_pendulum"
+    assert (cfg.algo.gamma, cfg.algo.n_steps, cfg.algo.lr, cfg.env.num_envs) == (0.9, 1024, 1e-3, 4)
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "cartpole"])
+def test_cartpole_preset_is_applied_for_either_env_spelling(env):
+    cfg = train_config(f"env={env}")
+    assert cfg.preset == "ppo_cartpole" and cfg.env.id == "CartPole-v1"
+    assert (cfg.algo.gamma, cfg.algo.n_steps, cfg.algo.batch_size, cfg.algo.anneal_lr) == (
+        0.98, 32, 256, True)
+
+
+def test_default_config_is_ppo_on_pendulum_with_its_preset():
+    cfg = train_config()
+    assert isinstance(cfg.algo, PPOConfig)
+    assert (cfg.env.id, cfg.preset) == ("Pendulum-v1", "ppo_pendulum")
+
+
+def test_user_override_wins_over_the_tuned_preset():
+    cfg = train_config("env=pendulum", "algo.gamma=0.95", "env.num_envs=2", "total_timesteps=3000")
+    assert (cfg.algo.gamma, cfg.env.num_envs, cfg.total_timesteps) == (0.95, 2, 3000)
+    assert cfg.preset == "ppo_pendulum" and cfg.algo.n_steps == 1024  # the rest of the preset stays
+
+
+def test_generic_gymnasium_id_composes_with_its_id_and_schema_defaults():
+    cfg = train_config("env=Acrobot-v1")
+    assert cfg.env.id == "Acrobot-v1"
+    assert cfg.preset is None
+    assert cfg.env.num_envs == 8 and cfg.algo.gamma == 0.99  # schema / ppo.yaml defaults
+
+
+def test_namespaced_gymnasium_id_composes_into_the_env_group():
+    assert compose("env=phys2d/CartPole-v1").env.id == "phys2d/CartPole-v1"
+
+
+def test_smoke_debug_mode_shrinks_the_run():
+    cfg = train_config("debug=smoke", "env=pendulum")
+    assert (cfg.total_timesteps, cfg.eval.freq, cfg.eval.episodes, cfg.logger.log_freq) == (
+        512, 256, 2, 0)
+    assert cfg.env.num_envs == 4  # the preset's value: smoke leaves env and algo fields alone
+
+
+def test_smoke_debug_mode_works_with_the_cartpole_preset():
+    # smoke must not shrink env.num_envs: 32 steps * 2 envs would not be divisible by the
+    # ppo_cartpole preset's batch_size=256.
+    try:
+        train_config("debug=smoke", "env=CartPole-v1")
+    except UserError as exc:
+        pytest.fail(f"`rltrain debug=smoke env=CartPole-v1` is refused: {exc}")
+
+
+def test_logger_none_turns_off_files():
+    cfg = train_config("logger=none")
+    assert (cfg.logger.tensorboard, cfg.logger.csv) == (False, False)
+
+
+def test_step_counts_accept_scientific_notation_and_become_ints():
+    cfg = train_config("total_timesteps=5e4", "eval.freq=2.5e3", "checkpoint.freq=1e4")
+    assert cfg.total_timesteps == 50000 and type(cfg.total_timesteps) is int
+    assert cfg.eval.freq == 2500 and type(cfg.eval.freq) is int
+    assert cfg.checkpoint.freq == 10000
+
+
+def test_checkpoint_dict_converts_back_to_the_same_config():
+    cfg = train_config("env=CartPole-v1", "algo.lr=1e-4", "seed=3")
+    assert to_train_config(config_to_dict(cfg)) == cfg
+
+
+@pytest.mark.parametrize("name", sorted(ALGOS))
+def test_every_algo_yaml_converts_to_its_dataclass(name):
+    spec = ALGOS[name]
+    cfg = train_config(f"algo={name}", "env=Acrobot-v1")
+    assert type(cfg.algo) is spec.config and issubclass(spec.config, AlgoConfig)
+    assert cfg.algo.name == name
+    # every value in the YAML reaches the dataclass (nothing is dropped or renamed)
+    text = resources.files("rltrain.conf").joinpath("algo", f"{name}.yaml").read_text()
+    values = {k: v for k, v in OmegaConf.to_container(OmegaConf.create(text)).items()
+              if k != "defaults"}
+    if cfg.preset is None:
+        for key, value in values.items():
+            assert getattr(cfg.algo, key) == value, f"algo.{key}"
+    structured = OmegaConf.merge(OmegaConf.structured(spec.config), values)
+    assert type(OmegaConf.to_object(structured)) is spec.config
+
+
+TUNED = sorted(p.name[:-5] for p in resources.files("rltrain.conf").joinpath("tuned").iterdir()
+               if p.name.endswith(".yaml"))
+
+
+@pytest.mark.parametrize("preset", TUNED)
+def test_every_tuned_preset_composes_and_validates(preset):
+    algo, _, env = preset.partition("_")
+    cfg = train_config(f"algo={algo}", f"env={env}")
+    assert cfg.preset == preset and cfg.algo.name == algo
+
+
+# ---- mistakes become one-line UserErrors -----------------------------------------------------
+
+def test_typo_field_names_the_key_and_suggests_the_real_one():
+    message = user_error("algo.lrr=1")
+    assert "algo.lrr" in message and "did you mean algo.lr" in message
+
+
+@pytest.mark.parametrize("override, near", [("total_timestep=5", "total_timesteps"),
+                                            ("env.num_env=2", "env.num_envs")])
+def test_typo_fields_at_other_levels_suggest_the_real_one(override, near):
+    assert f"did you mean {near}" in user_error(override)
+
+
+def test_plus_prefixed_unknown_field_composes_but_is_refused_by_validation():
+    cfg = compose("+algo.lrr=1")  # the schema does not guard `+` additions ...
+    with pytest.raises(UserError, match="lrr") as err:
+        to_train_config(cfg)  # ... the conversion to TrainConfig does
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_algo_is_one_line_with_a_suggestion():
+    message = user_error("algo=dqnn")
+    assert message.startswith("unknown algo 'dqnn'")
+    assert re.search(r"did you mean|choose one of", message)
+    assert any(name in message for name in ALGOS)
+    assert "_schema" not in message
+
+
+def test_unknown_env_is_one_line_suggesting_the_closest_id():
+    message = user_error("env=Pendulm-v1")
+    assert message.startswith("unknown env 'Pendulm-v1'") and "did you mean Pendulum-v1" in message
+
+
+def test_wrong_type_names_the_key_value_and_expected_type():
+    assert user_error("algo.lr=abc") == "algo.lr=abc: expected float, got str"
+    assert user_error("env.num_envs=many") == "env.num_envs=many: expected integer, got str"
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("total_timesteps=0", "total_timesteps=0"),
+    ("total_timesteps=-5", "total_timesteps=-5"),
+    ("total_timesteps=1.5", "whole number"),
+    ("env.num_envs=0", "env.num_envs=0 must be > 0"),
+    ("eval.episodes=0", "eval.episodes=0"),
+    ("progress=fancy", "progress='fancy'"),
+    ("env.vectorization=threads", "env.vectorization='threads'"),
+    ("checkpoint.keep_last=-1", "checkpoint.keep_last=-1"),
+])
+def test_invalid_values_are_refused_with_the_field_named(pendulum, override, fragment):
+    # Validation happens after composition; merging into one composed config keeps this fast.
+    with pytest.raises(UserError, match=re.escape(fragment)) as err:
+        to_train_config(OmegaConf.merge(pendulum, OmegaConf.from_dotlist([override])))
+    assert "\n" not in str(err.value)
+
+
+def test_batch_size_that_does_not_divide_the_rollout_is_refused(pendulum):
+    bad = OmegaConf.merge(pendulum, OmegaConf.from_dotlist(["algo.batch_size=100"]))
+    with pytest.raises(UserError, match="algo.batch_size=100 .*4096") as err:  # 1024 * 4 = 4096
+        to_train_config(bad)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_mandatory_value_names_the_key():
+    with pytest.raises(UserError, match=r"missing value for ckpt: add `ckpt=...`"):
+        compose_checked("eval", [])
+
+
+# ---- sweeps --------------------------------------------------------------------------------
+
+def test_sweep_overrides_are_checked_with_their_first_value():
+    assert first_of_sweeps(["seed=0,1,2", "algo.lr=1e-3", "hydra.run.dir=x",
+                            "algo.gamma=interval(0.9,0.99)", "algo.n_steps=range(16,64,16)",
+                            "env=choice(cartpole,pendulum)"]) == [
+        "seed=0", "algo.lr=1e-3", "algo.n_steps=16", "env=cartpole"]
+    check_overrides(["seed=0,1", "env=CartPole-v1,Pendulum-v1"])
+    with pytest.raises(UserError, match="algo.lrr"):
+        check_overrides(["seed=0,1", "algo.lrr=1,2"])

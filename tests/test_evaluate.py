@@ -1,0 +1,111 @@
+"""Evaluation episodes, and `evaluate` rebuilding an agent from a checkpoint alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rltrain import checkpoint
+from rltrain.algos.ppo import PPO
+from rltrain.config import EnvConfig, config_to_dict
+from rltrain.envs.make import make_env
+from rltrain.errors import UserError
+from rltrain.evaluate import eval_metrics, evaluate, results_dir, run_episodes
+
+
+class EndAtThree:
+    """Deterministic CounterEnv policy: continue at k < 2, terminate from k = 2 (episodes of 3)."""
+
+    def __init__(self) -> None:
+        self.calls: list[bool] = []
+
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        self.calls.append(deterministic)
+        return (obs[:, 0] >= 2).long()
+
+
+def test_run_episodes_runs_exactly_the_requested_number_of_episodes(counter_env_id):
+    env = make_env(EnvConfig(id=counter_env_id, num_envs=2, max_episode_steps=10), training=False)
+    policy = EndAtThree()
+    result = run_episodes(policy, env, episodes=5, deterministic=True, seed=0)
+    env.close()
+    # Each episode: rewards 1 + 2 + 3 (terminated at k = 3).
+    assert result["episodes"] == 5
+    assert result["returns"] == [6.0] * 5 and result["lengths"] == [3] * 5
+    assert (result["mean_reward"], result["std_reward"]) == (6.0, 0.0)
+    assert (result["min_reward"], result["max_reward"], result["mean_length"]) == (6.0, 6.0, 3.0)
+    assert set(policy.calls) == {True}
+    # rows share the episodes evenly: 2 + 3 episodes of 3 steps need 9 vector steps
+    assert len(policy.calls) == 9
+
+
+def test_run_episodes_counts_truncated_episodes_with_their_raw_return(counter_env_id):
+    env = make_env(EnvConfig(id=counter_env_id, num_envs=1, max_episode_steps=2), training=False)
+
+    class NeverEnd:
+        def act(self, obs, deterministic=True):
+            return torch.zeros(obs.shape[0], dtype=torch.long)
+
+    result = run_episodes(NeverEnd(), env, episodes=2, seed=0)
+    env.close()
+    assert result["returns"] == [3.0, 3.0] and result["lengths"] == [2, 2]
+
+
+def test_eval_metrics_are_the_eval_namespace_of_the_result():
+    result = {"mean_reward": 1.0, "std_reward": 2.0, "min_reward": 0.0, "max_reward": 3.0,
+              "mean_length": 4.0, "returns": [1.0]}
+    assert eval_metrics(result) == {"eval/mean_reward": 1.0, "eval/std_reward": 2.0,
+                                    "eval/min_reward": 0.0, "eval/max_reward": 3.0,
+                                    "eval/mean_length": 4.0}
+
+
+def test_results_go_to_the_run_eval_folder():
+    assert results_dir(Path("/r/run/checkpoints/latest.pt")) == Path("/r/run/eval")
+    assert results_dir(Path("/r/elsewhere/model.pt")) == Path("/r/elsewhere/eval")
+
+
+def save_ppo_checkpoint(cfg, run_dir: Path, name: str = "latest.pt") -> Path:
+    env = make_env(cfg.env, num_envs=1)
+    algo = PPO(cfg.algo, env.spec)
+    env.close()
+    return checkpoint.save({"config": config_to_dict(cfg), "algo": algo.state_dict(), "env": {},
+                            "counters": {"global_step": 777}},
+                           run_dir / "checkpoints" / name)
+
+
+def test_evaluate_rebuilds_the_agent_from_the_checkpoint_and_writes_results(tmp_path, tiny_cfg):
+    cfg = tiny_cfg(env={"max_episode_steps": 20})
+    path = save_ppo_checkpoint(cfg, tmp_path)
+    result = evaluate(tmp_path, episodes=3, num_envs=2, seed=5)  # a run dir works
+    assert result["checkpoint"] == str(path)
+    assert (result["algo"], result["env"], result["global_step"]) == ("ppo", "CartPole-v1", 777)
+    assert result["episodes"] == 3 and len(result["returns"]) == 3
+    assert all(1 <= n <= 20 for n in result["lengths"])  # the stored time limit is applied
+    written = json.loads((tmp_path / "eval" / "results.json").read_text())
+    assert written["returns"] == result["returns"]
+    assert written["mean_reward"] == pytest.approx(sum(result["returns"]) / 3)
+    assert result["results_path"] == str(tmp_path / "eval" / "results.json")
+
+
+def test_evaluate_is_reproducible_with_the_same_seed(tmp_path, tiny_cfg):
+    path = save_ppo_checkpoint(tiny_cfg(env={"max_episode_steps": 20}), tmp_path)
+    a = evaluate(path, episodes=2, num_envs=2, seed=1, deterministic=False, write=False)
+    b = evaluate(path, episodes=2, num_envs=2, seed=1, deterministic=False, write=False)
+    assert a["returns"] == b["returns"]
+
+
+def test_evaluate_refuses_weights_that_do_not_match_the_stored_config(tmp_path, tiny_cfg):
+    path = save_ppo_checkpoint(tiny_cfg(), tmp_path)
+    data = checkpoint.load(path)
+    data["config"]["algo"]["hidden_sizes"] = [8]  # the stored weights are 16-wide
+    checkpoint.save({k: v for k, v in data.items() if k != "format_version"}, path)
+    with pytest.raises(UserError, match="network weights do not match"):
+        evaluate(path, episodes=1, num_envs=1, write=False)
+
+
+def test_evaluate_of_a_missing_checkpoint_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        evaluate(tmp_path / "missing.pt", episodes=1)

@@ -1,0 +1,72 @@
+"""The literal algorithm table: lookups, helpful errors, action-space checks."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pytest
+
+from rltrain import registry
+from rltrain.config import AlgoConfig
+from rltrain.errors import UserError
+from rltrain.registry import ALGOS, AlgoSpec, check_action_space, closest, get_algo_spec
+
+
+def test_known_algo_returns_its_spec():
+    spec = get_algo_spec("ppo")
+    assert spec is ALGOS["ppo"]
+    assert spec.family == "on_policy" and set(spec.action_kinds) == {"discrete", "box"}
+
+
+def test_unknown_algo_name_is_a_user_error_with_the_options():
+    with pytest.raises(UserError, match=r"unknown algo 'ppo2': did you mean .*ppo"):
+        get_algo_spec("ppo2")
+    with pytest.raises(UserError, match=r"unknown algo 'xyz': choose one of .*ppo"):
+        get_algo_spec("xyz")
+
+
+def test_closest_suggests_near_names_or_lists_all_options():
+    assert closest("cartpol", ["cartpole", "pendulum"]) == "did you mean cartpole?"
+    assert closest("zzz", ["b", "a"]) == "choose one of a, b"
+
+
+@pytest.mark.parametrize("name", sorted(ALGOS))
+def test_every_registered_algo_is_consistently_named_and_shipped(name):
+    spec = ALGOS[name]
+    assert issubclass(spec.config, AlgoConfig)
+    assert spec.config().name == name  # one name everywhere: registry key = config default
+    assert spec.family in ("on_policy", "off_policy")
+    assert spec.action_kinds and set(spec.action_kinds) <= {"discrete", "box"}
+    assert resources.files("rltrain.conf").joinpath("algo", f"{name}.yaml").is_file()
+    assert callable(spec.build)
+
+
+@pytest.fixture
+def box_only(monkeypatch):
+    """A registry entry that handles Box actions only (independent of the shipped algorithms)."""
+    monkeypatch.setitem(registry.ALGOS, "boxonly",
+                        AlgoSpec(AlgoConfig, lambda *a: None, "off_policy", ("box",)))
+    return "boxonly"
+
+
+def test_action_space_mismatch_names_the_space_and_the_fitting_algorithms(box_only):
+    fitting = sorted(k for k, s in ALGOS.items() if "discrete" in s.action_kinds)
+    with pytest.raises(UserError) as err:
+        check_action_space(box_only, "discrete", "CartPole-v1")
+    message = str(err.value)
+    assert message.startswith("algo=boxonly cannot handle CartPole-v1's Discrete action space")
+    assert message.endswith("algorithms that fit: " + ", ".join(fitting))
+    assert "ppo" in fitting
+
+
+def test_matching_action_space_passes(box_only):
+    check_action_space(box_only, "box", "Pendulum-v1")
+    check_action_space("ppo", "discrete", "CartPole-v1")
+
+
+@pytest.mark.parametrize("name", sorted(ALGOS))
+def test_every_shipped_algo_refuses_the_spaces_it_cannot_handle(name):
+    for kind in {"discrete", "box"} - set(ALGOS[name].action_kinds):
+        space = "Discrete" if kind == "discrete" else "Box"
+        with pytest.raises(UserError, match=f"{space} action space; algorithms that fit: "):
+            check_action_space(name, kind, "SomeEnv-v0")
