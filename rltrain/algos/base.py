@@ -68,17 +68,21 @@ def grad_norm_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor],
     if max_grad_norm is not None and max_grad_norm > 0:
         norm = nn.utils.clip_grad_norm_(params, max_grad_norm)
     else:
-        norm = torch.linalg.vector_norm(
-            torch.stack([p.grad.detach().norm() for p in params if p.grad is not None]))
+        norms = [p.grad.detach().norm() for p in params if p.grad is not None]
+        norm = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
     optimizer.step()
     return float(norm)
 
 
 def mean_metrics(rows: list[dict[str, float]]) -> Metrics:
-    """Average a list of equally keyed metric dicts."""
-    if not rows:
-        return {}
-    return {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+    """Average metric dicts key by key (a key missing from some rows averages over the others)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for row in rows:
+        for k, v in row.items():
+            sums[k] = sums.get(k, 0.0) + v
+            counts[k] = counts.get(k, 0) + 1
+    return {k: sums[k] / counts[k] for k in sums}
 
 
 @torch.no_grad()

@@ -1,0 +1,132 @@
+"""Deep Deterministic Policy Gradient (Lillicrap et al. 2016), for Box action spaces."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rltrain.algos.base import polyak_update, td_target
+from rltrain.config import OffPolicyConfig
+from rltrain.errors import UserError
+from rltrain.nets.continuous import DeterministicActor, QEnsemble, add_gaussian_noise
+from rltrain.types import EnvSpec, Metrics, TransitionBatch
+
+
+@dataclass
+class DDPGConfig(OffPolicyConfig):
+    """DDPG hyperparameters (names follow Stable-Baselines3)."""
+
+    name: str = "ddpg"
+    lr: float = 1e-3
+    """Learning rate of the actor and critic (unless `actor_lr` / `critic_lr` are set)."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    """Hidden layer widths of the actor and the critic."""
+    activation: str = "relu"
+    """Hidden activation: tanh, relu, elu, gelu or silu."""
+    actor_lr: float | None = None
+    """Actor learning rate (None: `lr`)."""
+    critic_lr: float | None = None
+    """Critic learning rate (None: `lr`)."""
+    action_noise: float = 0.1
+    """Std of the Gaussian exploration noise added to the actor's [-1, 1] action."""
+
+    def validate(self, cfg: Any) -> None:
+        """Cross-field checks."""
+        super().validate(cfg)
+        check_lrs(self, ("lr", "actor_lr", "critic_lr"))
+        if self.action_noise < 0:
+            raise UserError(f"algo.action_noise={self.action_noise} must be >= 0")
+
+
+def check_lrs(cfg: Any, names: tuple[str, ...]) -> None:
+    """Raise `UserError` unless every learning rate named (when set) is > 0."""
+    for name in names:
+        value = getattr(cfg, name)
+        if value is not None and value <= 0:
+            raise UserError(f"algo.{name}={value} must be > 0")
+
+
+def pick_lr(lr: float | None, cfg: Any) -> float:
+    """`lr` when set, else the algorithm's shared `cfg.lr`."""
+    return cfg.lr if lr is None else lr
+
+
+def adam(params: Any, lr: float) -> torch.optim.Adam:
+    """Adam, fused where this torch build supports it on the parameters' device (much faster)."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except (RuntimeError, TypeError, ValueError):  # older torch, or a device without a fused kernel
+        return torch.optim.Adam(params, lr=lr)
+
+
+class DDPG:
+    """Deterministic actor, one critic, and their Polyak-averaged targets."""
+
+    def __init__(self, cfg: DDPGConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
+        self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
+        dims = (spec.obs_dim, spec.action_dim, cfg.hidden_sizes, cfg.activation)
+        self.actor = DeterministicActor(*dims).to(self.device)
+        self.critic = QEnsemble(*dims, n=1).to(self.device)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_optimizer = adam(self.actor.parameters(), pick_lr(cfg.actor_lr, cfg))
+        self.critic_optimizer = adam(self.critic.parameters(), pick_lr(cfg.critic_lr, cfg))
+        self.policy = self.actor
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
+        """Actor action plus clipped Gaussian exploration noise, in [-1, 1]."""
+        return add_gaussian_noise(self.actor(obs), self.cfg.action_noise)
+
+    def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
+        """One critic step, one actor step, then a soft update of both targets."""
+        metrics = self._critic_step(batch)
+        metrics["train/actor_loss"] = self._actor_step(batch.obs)
+        polyak_update(self.critic_target, self.critic, self.cfg.tau)
+        polyak_update(self.actor_target, self.actor, self.cfg.tau)
+        return metrics
+
+    @torch.no_grad()
+    def target(self, batch: TransitionBatch) -> torch.Tensor:
+        """y = r + γ (1 − terminated) Q'(s', μ'(s')), shape [B]."""
+        next_q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))[0]
+        return td_target(batch.rewards, next_q, batch.terminated, self.cfg.gamma)
+
+    def _critic_step(self, batch: TransitionBatch) -> dict[str, float]:
+        y = self.target(batch)
+        q = self.critic(batch.obs, batch.actions)[0]
+        loss = (q - y).pow(2).mean()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.critic_optimizer.step()
+        return {"train/critic1_loss": loss.item(), "train/q_loss": loss.item(),
+                "train/mean_q": q.detach().mean().item()}
+
+    def _actor_step(self, obs: torch.Tensor) -> float:
+        loss = -self.critic(obs, self.actor(obs))[0].mean()
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        loss.backward(inputs=list(self.actor.parameters()))  # no gradient into the critic
+        self.actor_optimizer.step()
+        return loss.item()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, targets and optimizers as plain tensors."""
+        return {name: getattr(self, name).state_dict() for name in _STATE}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`."""
+        for name in _STATE:
+            getattr(self, name).load_state_dict(state[name])
+
+
+_STATE = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer",
+          "critic_optimizer")
+
+
+def build(cfg: DDPGConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> DDPG:
+    """Registry builder."""
+    return DDPG(cfg, spec, device)

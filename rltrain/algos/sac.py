@@ -1,0 +1,165 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018, with automatic entropy tuning), for Box actions."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rltrain.algos.base import polyak_update, td_target
+from rltrain.algos.ddpg import adam, check_lrs, pick_lr
+from rltrain.config import OffPolicyConfig
+from rltrain.errors import UserError
+from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
+from rltrain.types import EnvSpec, Metrics, TransitionBatch
+
+
+@dataclass
+class SACConfig(OffPolicyConfig):
+    """SAC hyperparameters (names follow Stable-Baselines3 where it has one)."""
+
+    name: str = "sac"
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    """Hidden layer widths of the actor and each critic."""
+    activation: str = "relu"
+    """Hidden activation: tanh, relu, elu, gelu or silu."""
+    actor_lr: float | None = None
+    """Actor learning rate (None: `lr`)."""
+    critic_lr: float | None = None
+    """Critic learning rate (None: `lr`)."""
+    alpha: float = 1.0
+    """Entropy temperature α: its initial value with `autotune_alpha`, else its fixed value."""
+    autotune_alpha: bool = True
+    """Learn α so that the policy's entropy tracks `target_entropy`."""
+    alpha_lr: float | None = None
+    """Learning rate of log α (None: `lr`)."""
+    target_entropy: float | None = None
+    """Entropy target of the α tuning (None: −action_dim)."""
+    policy_delay: int = 1
+    """Update the actor (and α) once per this many critic updates."""
+    log_std_min: float = -20.0
+    """Lower clamp of the actor's pre-tanh log standard deviation."""
+    log_std_max: float = 2.0
+    """Upper clamp of the actor's pre-tanh log standard deviation."""
+
+    def validate(self, cfg: Any) -> None:
+        """Cross-field checks."""
+        super().validate(cfg)
+        check_lrs(self, ("lr", "actor_lr", "critic_lr", "alpha_lr"))
+        if self.alpha <= 0:
+            raise UserError(f"algo.alpha={self.alpha} must be > 0")
+        if self.policy_delay < 1:
+            raise UserError(f"algo.policy_delay={self.policy_delay} must be >= 1")
+        if self.log_std_min >= self.log_std_max:
+            raise UserError(f"algo.log_std_min={self.log_std_min} must be < "
+                            f"algo.log_std_max={self.log_std_max}")
+
+
+class SAC:
+    """Squashed-Gaussian actor, twin critics with Polyak targets, and a learned temperature."""
+
+    def __init__(self, cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
+        self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
+        dims = (spec.obs_dim, spec.action_dim, cfg.hidden_sizes, cfg.activation)
+        self.actor = SquashedGaussianActor(*dims, cfg.log_std_min, cfg.log_std_max).to(self.device)
+        self.critic = TwinQ(*dims).to(self.device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_optimizer = adam(self.actor.parameters(), pick_lr(cfg.actor_lr, cfg))
+        self.critic_optimizer = adam(self.critic.parameters(), pick_lr(cfg.critic_lr, cfg))
+        self.log_alpha = torch.tensor(math.log(cfg.alpha), device=self.device,
+                                      requires_grad=cfg.autotune_alpha)
+        self.alpha_optimizer = adam([self.log_alpha], pick_lr(cfg.alpha_lr, cfg))
+        self.target_entropy = (-float(spec.action_dim) if cfg.target_entropy is None
+                               else float(cfg.target_entropy))
+        self.policy = self.actor
+        self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
+        self._actor_metrics: dict[str, float] = {}
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """exp(log α), detached."""
+        return self.log_alpha.detach().exp()
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
+        """A sample of the squashed-Gaussian policy, in [-1, 1]."""
+        return self.actor(obs)[0]
+
+    def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
+        """Critic step; actor and α steps every `policy_delay`-th call; then a soft target update.
+
+        Actor metrics repeat their latest values on steps that skip the actor.
+        """
+        metrics = self._critic_step(batch)
+        if self.n_updates % self.cfg.policy_delay == 0:
+            self._actor_metrics = self._actor_alpha_step(batch.obs)
+        polyak_update(self.critic_target, self.critic, self.cfg.tau)
+        self.n_updates += 1
+        metrics.update(self._actor_metrics)
+        metrics["train/alpha"] = self.alpha.item()
+        return metrics
+
+    @torch.no_grad()
+    def target(self, batch: TransitionBatch) -> torch.Tensor:
+        """y = r + γ (1 − terminated) (min_i Q'_i(s', a') − α log π(a'|s')), a' ~ π(s'); [B]."""
+        next_action, next_log_prob = self.actor(batch.next_obs)
+        next_q = self.critic_target(batch.next_obs, next_action).min(0).values
+        soft_value = next_q - self.alpha * next_log_prob
+        return td_target(batch.rewards, soft_value, batch.terminated, self.cfg.gamma)
+
+    def _critic_step(self, batch: TransitionBatch) -> dict[str, float]:
+        y = self.target(batch)
+        q = self.critic(batch.obs, batch.actions)  # [2, B]
+        losses = (q - y).pow(2).mean(-1)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        self.critic_optimizer.step()
+        c1, c2 = losses.detach().tolist()
+        return {"train/critic1_loss": c1, "train/critic2_loss": c2, "train/q_loss": (c1 + c2) / 2,
+                "train/mean_q": q.detach().mean().item()}
+
+    def _actor_alpha_step(self, obs: torch.Tensor) -> dict[str, float]:
+        action, log_prob = self.actor(obs)
+        q = self.critic(obs, action).min(0).values
+        loss = (self.alpha * log_prob - q).mean()
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        loss.backward(inputs=list(self.actor.parameters()))  # no gradient into the critics
+        self.actor_optimizer.step()
+        log_prob = log_prob.detach()
+        if self.cfg.autotune_alpha:
+            self._alpha_step(log_prob)
+        return {"train/actor_loss": loss.item(), "train/entropy": -log_prob.mean().item()}
+
+    def _alpha_step(self, log_prob: torch.Tensor) -> None:
+        """Descend −log α (log π + H_target): α grows when the entropy is below the target."""
+        loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
+        self.alpha_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.alpha_optimizer.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, target, optimizers, log α and the update counter as plain data."""
+        state: dict[str, Any] = {name: getattr(self, name).state_dict() for name in _STATE}
+        state["log_alpha"] = self.log_alpha.detach().clone()
+        state["n_updates"] = self.n_updates
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`."""
+        for name in _STATE:
+            getattr(self, name).load_state_dict(state[name])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.n_updates = int(state["n_updates"])
+
+
+_STATE = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimizer",
+          "alpha_optimizer")
+
+
+def build(cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> SAC:
+    """Registry builder."""
+    return SAC(cfg, spec, device)

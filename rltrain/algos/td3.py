@@ -1,0 +1,140 @@
+"""Twin Delayed DDPG (Fujimoto et al. 2018), for Box action spaces."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rltrain.algos.base import polyak_update, td_target
+from rltrain.algos.ddpg import adam, check_lrs, pick_lr
+from rltrain.config import OffPolicyConfig
+from rltrain.errors import UserError
+from rltrain.nets.continuous import DeterministicActor, TwinQ, add_gaussian_noise
+from rltrain.types import EnvSpec, Metrics, TransitionBatch
+
+
+@dataclass
+class TD3Config(OffPolicyConfig):
+    """TD3 hyperparameters (names follow Stable-Baselines3)."""
+
+    name: str = "td3"
+    lr: float = 1e-3
+    """Learning rate of the actor and critics (unless `actor_lr` / `critic_lr` are set)."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    """Hidden layer widths of the actor and each critic."""
+    activation: str = "relu"
+    """Hidden activation: tanh, relu, elu, gelu or silu."""
+    actor_lr: float | None = None
+    """Actor learning rate (None: `lr`)."""
+    critic_lr: float | None = None
+    """Critic learning rate (None: `lr`)."""
+    action_noise: float = 0.1
+    """Std of the Gaussian exploration noise added to the actor's [-1, 1] action."""
+    policy_delay: int = 2
+    """Update the actor and the targets once per this many critic updates."""
+    target_noise: float = 0.2
+    """Std of the target policy smoothing noise (in [-1, 1] action units)."""
+    target_noise_clip: float = 0.5
+    """Clip the target policy smoothing noise to ± this."""
+
+    def validate(self, cfg: Any) -> None:
+        """Cross-field checks."""
+        super().validate(cfg)
+        check_lrs(self, ("lr", "actor_lr", "critic_lr"))
+        if self.policy_delay < 1:
+            raise UserError(f"algo.policy_delay={self.policy_delay} must be >= 1")
+        for name in ("action_noise", "target_noise", "target_noise_clip"):
+            if getattr(self, name) < 0:
+                raise UserError(f"algo.{name}={getattr(self, name)} must be >= 0")
+
+
+class TD3:
+    """Deterministic actor, twin critics (clipped double-Q), delayed actor and target updates."""
+
+    def __init__(self, cfg: TD3Config, spec: EnvSpec, device: torch.device | str = "cpu"):
+        self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
+        dims = (spec.obs_dim, spec.action_dim, cfg.hidden_sizes, cfg.activation)
+        self.actor = DeterministicActor(*dims).to(self.device)
+        self.critic = TwinQ(*dims).to(self.device)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_optimizer = adam(self.actor.parameters(), pick_lr(cfg.actor_lr, cfg))
+        self.critic_optimizer = adam(self.critic.parameters(), pick_lr(cfg.critic_lr, cfg))
+        self.policy = self.actor
+        self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
+        self._actor_loss = 0.0
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
+        """Actor action plus clipped Gaussian exploration noise, in [-1, 1]."""
+        return add_gaussian_noise(self.actor(obs), self.cfg.action_noise)
+
+    def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
+        """One critic step; every `policy_delay`-th call also an actor step and target updates.
+
+        `train/actor_loss` repeats the latest actor loss on steps that skip the actor.
+        """
+        metrics = self._critic_step(batch)
+        if self.n_updates % self.cfg.policy_delay == 0:
+            self._actor_loss = self._actor_step(batch.obs)
+            polyak_update(self.critic_target, self.critic, self.cfg.tau)
+            polyak_update(self.actor_target, self.actor, self.cfg.tau)
+        self.n_updates += 1
+        metrics["train/actor_loss"] = self._actor_loss
+        return metrics
+
+    @torch.no_grad()
+    def target_action(self, next_obs: torch.Tensor) -> torch.Tensor:
+        """Target policy smoothing: μ'(s') + clip(N(0, σ²), −c, c), clipped to [-1, 1]."""
+        action = self.actor_target(next_obs)
+        noise = (torch.randn_like(action) * self.cfg.target_noise).clamp(
+            -self.cfg.target_noise_clip, self.cfg.target_noise_clip)
+        return (action + noise).clamp(-1.0, 1.0)
+
+    @torch.no_grad()
+    def target(self, batch: TransitionBatch) -> torch.Tensor:
+        """y = r + γ (1 − terminated) min_i Q'_i(s', ã'), shape [B]."""
+        next_q = self.critic_target(batch.next_obs, self.target_action(batch.next_obs))
+        return td_target(batch.rewards, next_q.min(0).values, batch.terminated, self.cfg.gamma)
+
+    def _critic_step(self, batch: TransitionBatch) -> dict[str, float]:
+        y = self.target(batch)
+        q = self.critic(batch.obs, batch.actions)  # [2, B]
+        losses = (q - y).pow(2).mean(-1)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        self.critic_optimizer.step()
+        c1, c2 = losses.detach().tolist()
+        return {"train/critic1_loss": c1, "train/critic2_loss": c2, "train/q_loss": (c1 + c2) / 2,
+                "train/mean_q": q.detach().mean().item()}
+
+    def _actor_step(self, obs: torch.Tensor) -> float:
+        loss = -self.critic(obs, self.actor(obs))[0].mean()  # Q1 only, as in the paper
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        loss.backward(inputs=list(self.actor.parameters()))  # no gradient into the critics
+        self.actor_optimizer.step()
+        return loss.item()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, targets, optimizers and the update counter as plain data."""
+        state: dict[str, Any] = {name: getattr(self, name).state_dict() for name in _STATE}
+        state["n_updates"] = self.n_updates
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`."""
+        for name in _STATE:
+            getattr(self, name).load_state_dict(state[name])
+        self.n_updates = int(state["n_updates"])
+
+
+_STATE = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer",
+          "critic_optimizer")
+
+
+def build(cfg: TD3Config, spec: EnvSpec, device: torch.device | str = "cpu") -> TD3:
+    """Registry builder."""
+    return TD3(cfg, spec, device)

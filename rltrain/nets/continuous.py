@@ -1,0 +1,132 @@
+"""Networks for continuous (Box) control: tanh actors and batched Q-ensembles.
+
+Every actor here outputs actions in [-1, 1]; the env adapter rescales them to the env's bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rltrain.nets.mlp import activation, mlp
+
+_LOG_2 = math.log(2.0)
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def tanh_log_det_jacobian(u: torch.Tensor) -> torch.Tensor:
+    """log |d tanh(u)/du| = log(1 − tanh(u)²) = 2 (log 2 − u − softplus(−2u)), elementwise.
+
+    The right-hand form stays finite for large |u|, where 1 − tanh(u)² rounds to 0.
+    """
+    return 2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))
+
+
+def squashed_gaussian_log_prob(u: torch.Tensor, mean: torch.Tensor,
+                               log_std: torch.Tensor) -> torch.Tensor:
+    """log π(tanh(u)) for u ~ N(mean, exp(log_std)), summed over the last dim: [B, A] -> [B]."""
+    z = (u - mean) * torch.exp(-log_std)
+    log_normal = -0.5 * z.pow(2) - log_std - _HALF_LOG_2PI
+    return (log_normal - tanh_log_det_jacobian(u)).sum(-1)
+
+
+def add_gaussian_noise(action: torch.Tensor, std: float) -> torch.Tensor:
+    """`action` + N(0, std²) noise, clipped back to [-1, 1] (DDPG/TD3 exploration)."""
+    if std <= 0:
+        return action
+    return (action + std * torch.randn_like(action)).clamp(-1.0, 1.0)
+
+
+class DeterministicActor(nn.Module):
+    """a = tanh(MLP(obs)): the DDPG/TD3 actor."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], act: str = "relu"):
+        super().__init__()
+        self.net = mlp(obs_dim, hidden, action_dim, act, ortho=False)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Action in [-1, 1], shape [B, A]."""
+        return torch.tanh(self.net(obs.flatten(1)))
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Action for evaluation; the actor is deterministic, so `deterministic` is ignored."""
+        return self(obs)
+
+
+class SquashedGaussianActor(nn.Module):
+    """a = tanh(u), u ~ N(μ(obs), σ(obs)²): the SAC actor, with the tanh-corrected log-prob."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], act: str = "relu",
+                 log_std_min: float = -20.0, log_std_max: float = 2.0):
+        super().__init__()
+        self.body = mlp(obs_dim, hidden, None, act, ortho=False)
+        last = hidden[-1] if hidden else obs_dim
+        self.mean = nn.Linear(last, action_dim)
+        self.log_std = nn.Linear(last, action_dim)
+        self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
+
+    def dist_params(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, log_std) of the pre-tanh Gaussian, each [B, A]; log_std is clamped."""
+        h = self.body(obs.flatten(1))
+        log_std = self.log_std(h).clamp(self.log_std_min, self.log_std_max)
+        return self.mean(h), log_std
+
+    def forward(self, obs: torch.Tensor,
+                deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(action [B, A] in [-1, 1], log π(action) [B]); reparameterized, so differentiable."""
+        mean, log_std = self.dist_params(obs)
+        u = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
+        return torch.tanh(u), squashed_gaussian_log_prob(u, mean, log_std)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """tanh(μ) when deterministic, a sample otherwise."""
+        return self(obs, deterministic)[0]
+
+
+class EnsembleLinear(nn.Module):
+    """`n` independent linear layers applied in one batched matmul: [n, B, in] -> [n, B, out]."""
+
+    def __init__(self, n: int, in_dim: int, out_dim: int):
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_dim)  # the nn.Linear default init, per member
+        self.weight = nn.Parameter(torch.empty(n, in_dim, out_dim).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(n, 1, out_dim).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x @ W_i + b_i for every member i."""
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class QEnsemble(nn.Module):
+    """`n` independent Q(s, a) MLPs evaluated in one batched call; returns [n, B]."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], act: str = "relu",
+                 n: int = 2):
+        super().__init__()
+        self.n = n
+        act_cls = activation(act)
+        layers: list[nn.Module] = []
+        last = obs_dim + action_dim
+        for width in hidden:
+            layers += [EnsembleLinear(n, last, width), act_cls()]
+            last = width
+        layers.append(EnsembleLinear(n, last, 1))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Q_i(obs, action) for every critic i, shape [n, B]."""
+        x = torch.cat([obs.flatten(1), action], dim=-1)
+        return self.net(x.unsqueeze(0).expand(self.n, -1, -1)).squeeze(-1)
+
+
+class TwinQ(QEnsemble):
+    """The two critics of TD3 and SAC (clipped double-Q), evaluated together."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], act: str = "relu"):
+        super().__init__(obs_dim, action_dim, hidden, act, n=2)

@@ -1,0 +1,105 @@
+"""Continuous-control networks: tanh log-prob correction, action bounds, batched twin critics."""
+
+import math
+
+import pytest
+import torch
+from torch.distributions import Normal
+
+from rltrain.nets.continuous import (
+    DeterministicActor,
+    QEnsemble,
+    SquashedGaussianActor,
+    TwinQ,
+    add_gaussian_noise,
+    squashed_gaussian_log_prob,
+    tanh_log_det_jacobian,
+)
+
+
+def test_squashed_log_prob_matches_float64_change_of_variables():
+    g = torch.Generator().manual_seed(0)
+    mean = torch.randn(64, 3, generator=g)
+    log_std = torch.rand(64, 3, generator=g) * 2 - 1.5
+    u = mean + log_std.exp() * torch.randn(64, 3, generator=g)
+    u64, mean64, std64 = u.double(), mean.double(), log_std.double().exp()
+    direct = (Normal(mean64, std64).log_prob(u64) - torch.log(1 - torch.tanh(u64) ** 2)).sum(-1)
+    got = squashed_gaussian_log_prob(u, mean, log_std)
+    torch.testing.assert_close(got.double(), direct, rtol=1e-5, atol=1e-4)
+
+
+def test_squashed_log_prob_matches_finite_difference_jacobian():
+    u = torch.linspace(-4.0, 4.0, 41, dtype=torch.float64).unsqueeze(-1)
+    mean, log_std = torch.full_like(u, 0.3), torch.full_like(u, -0.2)
+    h = 1e-6
+    dtanh = (torch.tanh(u + h) - torch.tanh(u - h)) / (2 * h)
+    expected = (Normal(mean, log_std.exp()).log_prob(u) - dtanh.log()).squeeze(-1)
+    torch.testing.assert_close(squashed_gaussian_log_prob(u, mean, log_std), expected,
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_squashed_density_integrates_to_one_over_the_unit_interval():
+    a = torch.linspace(-1 + 1e-9, 1 - 1e-9, 400_001, dtype=torch.float64).unsqueeze(-1)
+    u = torch.atanh(a)
+    density = squashed_gaussian_log_prob(u, torch.full_like(u, 0.5),
+                                         torch.full_like(u, -0.5)).exp()
+    assert torch.trapezoid(density, a.squeeze(-1)).item() == pytest.approx(1.0, abs=1e-4)
+
+
+def test_tanh_log_det_jacobian_stays_finite_where_the_naive_form_is_minus_inf():
+    u = torch.tensor([-30.0, 30.0])
+    assert torch.isinf(torch.log(1 - torch.tanh(u) ** 2)).all()  # the naive formula fails here
+    expected = 2 * (math.log(2.0) - 30.0)  # log sech²(u) ≈ 2 (log 2 − |u|) for large |u|
+    torch.testing.assert_close(tanh_log_det_jacobian(u), torch.full((2,), expected))
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_actor_actions_stay_within_unit_box_for_extreme_observations(deterministic):
+    torch.manual_seed(0)
+    obs = torch.randn(256, 4) * 1e3
+    squashed = SquashedGaussianActor(4, 2, [16, 16])
+    action, log_prob = squashed(obs, deterministic=deterministic)
+    assert action.abs().max() <= 1.0 and torch.isfinite(log_prob).all()
+    assert DeterministicActor(4, 2, [16, 16]).act(obs, deterministic).abs().max() <= 1.0
+
+
+def test_squashed_actor_deterministic_action_is_tanh_of_mean():
+    torch.manual_seed(0)
+    actor, obs = SquashedGaussianActor(3, 2, [16]), torch.randn(8, 3)
+    mean, _ = actor.dist_params(obs)
+    torch.testing.assert_close(actor.act(obs, deterministic=True), torch.tanh(mean))
+    assert not torch.equal(actor.act(obs, deterministic=False), torch.tanh(mean))
+
+
+def test_squashed_actor_log_std_is_clamped_to_its_bounds():
+    actor = SquashedGaussianActor(3, 1, [16], log_std_min=-2.0, log_std_max=0.5)
+    torch.nn.init.constant_(actor.log_std.bias, 100.0)
+    assert torch.equal(actor.dist_params(torch.randn(4, 3))[1], torch.full((4, 1), 0.5))
+
+
+def test_add_gaussian_noise_clips_back_to_unit_box():
+    torch.manual_seed(0)
+    action = torch.full((1000, 2), 0.9)
+    noisy = add_gaussian_noise(action, std=5.0)
+    assert noisy.abs().max() == 1.0 and (noisy != action).all()
+    assert torch.equal(add_gaussian_noise(action, std=0.0), action)
+
+
+def test_twin_q_matches_two_independent_critics():
+    torch.manual_seed(0)
+    q = TwinQ(3, 2, [16, 8])
+    obs, act = torch.randn(5, 3), torch.randn(5, 2)
+    x = torch.cat([obs, act], -1)
+    for i in range(2):
+        h = x
+        for layer in q.net:
+            h = h @ layer.weight[i] + layer.bias[i] if hasattr(layer, "weight") else layer(h)
+        torch.testing.assert_close(q(obs, act)[i], h.squeeze(-1))
+    assert q(obs, act).shape == (2, 5) and not torch.allclose(q(obs, act)[0], q(obs, act)[1])
+
+
+def test_q_ensemble_gradients_do_not_leak_between_members():
+    q = QEnsemble(3, 1, [16], n=3)
+    q(torch.randn(4, 3), torch.randn(4, 1))[1].sum().backward()
+    grad = q.net[0].weight.grad
+    assert grad[1].abs().sum() > 0 and grad[0].abs().sum() == 0 and grad[2].abs().sum() == 0
