@@ -6,6 +6,9 @@ BIN    := $(VENV)/bin
 # a CPU-only machine (shared/notes/dependency-facts.md, section 1).
 TORCH_SPEC ?= torch>=2.2,<2.14
 STAMP  := $(VENV)/.installed
+# Extras installed with rltrain: sweep/slurm let tests/e2e/test_sweeps.py run. Not `ray`
+# (~360 MB; its cloudpickle<3 clashes with joblib's): only its missing-plugin message is tested.
+EXTRAS ?= dev,sweep,slurm
 
 .PHONY: install train test test-all bench-quality lint clean
 
@@ -15,7 +18,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 train: install          ## train PPO on Pendulum-v1 with the tuned preset

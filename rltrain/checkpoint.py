@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 import random
+import socket
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ def save(payload: dict[str, Any], path: str | os.PathLike) -> Path:
     """Write `payload` to `path` atomically: temp file in the same folder, fsync, rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = path.with_name(f"{_temp_prefix(path)}{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
             torch.save({"format_version": FORMAT_VERSION, **payload}, f)
@@ -61,7 +62,38 @@ def save(payload: dict[str, Any], path: str | os.PathLike) -> Path:
     except BaseException:  # a failed write (unpicklable value, full disk) leaves no temp file
         tmp.unlink(missing_ok=True)
         raise
+    _remove_stale_temps(path)
     return path
+
+
+def _temp_prefix(path: Path) -> str:
+    """`.<name>.tmp-<host>-`: the host keeps writers on a shared filesystem apart."""
+    return f".{path.name}.tmp-{socket.gethostname()}-"
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Delete temp files of `path` left by writers of this host that died mid-save (SIGKILL,
+    OOM): nothing else would, and with `checkpoint.save_buffer` each can be gigabytes."""
+    if os.name == "nt":  # os.kill(pid, 0) would terminate the process there
+        return
+    prefix = _temp_prefix(path)
+    try:
+        for tmp in path.parent.iterdir():
+            pid = tmp.name[len(prefix):] if tmp.name.startswith(prefix) else ""
+            if pid.isdigit() and not _alive(int(pid)):
+                tmp.unlink(missing_ok=True)
+    except OSError:  # cleanup is best effort: the checkpoint itself is already written
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def resolve(path: str | os.PathLike) -> Path:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rltrain.algos import ppo
+from rltrain.algos import a2c, ddpg, dqn, ppo, sac, td3
 from rltrain.errors import UserError
 
 
@@ -23,6 +23,11 @@ class AlgoSpec:
 
 ALGOS: dict[str, AlgoSpec] = {
     "ppo": AlgoSpec(ppo.PPOConfig, ppo.build, "on_policy", ("discrete", "box")),
+    "a2c": AlgoSpec(a2c.A2CConfig, a2c.build, "on_policy", ("discrete", "box")),
+    "dqn": AlgoSpec(dqn.DQNConfig, dqn.build, "off_policy", ("discrete",)),
+    "ddpg": AlgoSpec(ddpg.DDPGConfig, ddpg.build, "off_policy", ("box",)),
+    "td3": AlgoSpec(td3.TD3Config, td3.build, "off_policy", ("box",)),
+    "sac": AlgoSpec(sac.SACConfig, sac.build, "off_policy", ("box",)),
 }
 
 

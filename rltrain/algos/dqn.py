@@ -10,10 +10,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rltrain.algos.base import grad_norm_step, polyak_update, td_target
+from rltrain.algos.base import grad_norm_step, polyak_update, set_lr, td_target
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
-from rltrain.nets.q import build_q_network
+from rltrain.nets.q import QNetwork
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
 
 
@@ -23,7 +23,11 @@ class DQNConfig(OffPolicyConfig):
 
     name: str = "dqn"
     lr: float = 1e-4
-    """Adam learning rate of the Q-network."""
+    """Adam learning rate of the Q-network (at step 0 when it decays)."""
+    lr_final: float = 0.0
+    """Learning rate reached after `lr_decay_steps` env steps."""
+    lr_decay_steps: int = 0
+    """Env steps over which the learning rate decays linearly to `lr_final` (0: constant lr)."""
     hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
     """Hidden layer widths of the Q-network."""
     activation: str = "relu"
@@ -56,15 +60,16 @@ class DQNConfig(OffPolicyConfig):
         for name in ("exploration_initial_eps", "exploration_final_eps"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise UserError(f"algo.{name}={getattr(self, name)} must be in [0, 1]")
-        if self.exploration_steps < 0:
-            raise UserError(f"algo.exploration_steps={self.exploration_steps} must be >= 0")
+        for name in ("exploration_steps", "lr_decay_steps"):
+            if getattr(self, name) < 0:
+                raise UserError(f"algo.{name}={getattr(self, name)} must be >= 0")
         if self.target_update_interval <= 0:
             raise UserError(
                 f"algo.target_update_interval={self.target_update_interval} must be > 0")
 
 
-def linear_epsilon(step: int, initial: float, final: float, decay_steps: int) -> float:
-    """ε decayed linearly from `initial` at step 0 to `final` at `decay_steps`, then constant."""
+def linear_schedule(step: int, initial: float, final: float, decay_steps: int) -> float:
+    """Linear from `initial` at step 0 to `final` at `decay_steps`, then constant."""
     if decay_steps <= 0:
         return final
     frac = min(1.0, max(0.0, step / decay_steps))
@@ -87,8 +92,8 @@ class DQN:
         if spec.action_kind != "discrete":
             raise UserError("dqn needs a Discrete action space")
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
-        self.q_net = build_q_network(spec.obs_dim, spec.action_dim, cfg.hidden_sizes,
-                                     cfg.activation, cfg.dueling).to(self.device)
+        self.q_net = QNetwork(spec.obs_dim, spec.action_dim, cfg.hidden_sizes, cfg.activation,
+                              cfg.dueling).to(self.device)
         self.q_target = copy.deepcopy(self.q_net).requires_grad_(False)
         self.policy = self.q_net
         self.optimizer = torch.optim.Adam(self.q_net.parameters(), lr=cfg.lr)
@@ -98,7 +103,7 @@ class DQN:
     def epsilon(self, global_step: int) -> float:
         """ε of the exploration schedule at `global_step` env steps."""
         c = self.cfg
-        return linear_epsilon(global_step, c.exploration_initial_eps, c.exploration_final_eps,
+        return linear_schedule(global_step, c.exploration_initial_eps, c.exploration_final_eps,
                               c.exploration_steps)
 
     @torch.no_grad()
@@ -117,8 +122,17 @@ class DQN:
         next_value = greedy_next_value(q_next_online, q_next_target, self.cfg.double_q)
         return td_target(batch.rewards, next_value, batch.terminated, self.cfg.gamma)
 
+    def learning_rate(self, global_step: int) -> float:
+        """Learning rate at `global_step` env steps (constant unless `lr_decay_steps` > 0)."""
+        c = self.cfg
+        if c.lr_decay_steps <= 0:
+            return c.lr
+        return linear_schedule(global_step, c.lr, c.lr_final, c.lr_decay_steps)
+
     def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
         """One Huber-loss gradient step on `batch`, then the target update when due."""
+        lr = self.learning_rate(global_step)
+        set_lr(self.optimizer, lr)
         target = self.td_targets(batch)
         q = self.q_net(batch.obs).gather(-1, batch.actions.long().unsqueeze(-1)).squeeze(-1)
         loss = F.smooth_l1_loss(q, target)
@@ -131,6 +145,7 @@ class DQN:
             "train/mean_q": q.detach().mean().item(),
             "train/td_target_mean": target.mean().item(),
             "train/grad_norm": norm,
+            "train/learning_rate": lr,
             "exploration/epsilon": self.epsilon(global_step),
         }
 

@@ -1,4 +1,4 @@
-"""Action-value networks for Discrete actions: a plain Q-network and a dueling one."""
+"""Action-value networks for Discrete actions: an MLP body with a plain or a dueling Q head."""
 
 from __future__ import annotations
 
@@ -15,43 +15,36 @@ def dueling_aggregate(value: torch.Tensor, advantage: torch.Tensor) -> torch.Ten
     return value + advantage - advantage.mean(dim=-1, keepdim=True)
 
 
-class QNetwork(nn.Module):
-    """MLP from observations to one Q-value per action, `[B, n_actions]`."""
+class DuelingHead(nn.Module):
+    """Features -> Q through a state-value stream and an advantage stream (Wang et al. 2016)."""
 
-    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int], act: str = "relu"):
+    def __init__(self, in_dim: int, n_actions: int):
         super().__init__()
-        # PyTorch's default init, as in the DQN references (no orthogonal init).
-        self.net = mlp(obs_dim, hidden, n_actions, act, ortho=False)
+        self.value = nn.Linear(in_dim, 1)
+        self.advantage = nn.Linear(in_dim, n_actions)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Q(obs, ·) as `[B, n_actions]`."""
-        return self.net(obs.flatten(1))
-
-    @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        """Greedy action `[B]` (long); exploration belongs to the algorithm, so this ignores
-        `deterministic`."""
-        return self(obs).argmax(dim=-1)
-
-
-class DuelingQNetwork(QNetwork):
-    """Shared MLP body with a state-value stream and an advantage stream (Wang et al. 2016)."""
-
-    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int], act: str = "relu"):
-        nn.Module.__init__(self)
-        last = hidden[-1] if hidden else obs_dim
-        self.body = mlp(obs_dim, hidden, None, act, ortho=False)
-        self.value = nn.Linear(last, 1)
-        self.advantage = nn.Linear(last, n_actions)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Q(obs, ·) = V(obs) + A(obs, ·) − mean A, as `[B, n_actions]`."""
-        features = self.body(obs.flatten(1))
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """Q(s, ·) = V(s) + A(s, ·) − mean A, as `[B, n_actions]`."""
         return dueling_aggregate(self.value(features), self.advantage(features))
 
 
-def build_q_network(obs_dim: int, n_actions: int, hidden: Sequence[int], act: str = "relu",
-                    dueling: bool = False) -> QNetwork:
-    """A `DuelingQNetwork` when `dueling`, else a plain `QNetwork`."""
-    cls = DuelingQNetwork if dueling else QNetwork
-    return cls(obs_dim, n_actions, hidden, act)
+class QNetwork(nn.Module):
+    """MLP from observations to one Q-value per action, `[B, n_actions]`; dueling head optional."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int], act: str = "relu",
+                 dueling: bool = False):
+        super().__init__()
+        last = hidden[-1] if hidden else obs_dim
+        # PyTorch's default init, as in the DQN references (no orthogonal init).
+        self.body = mlp(obs_dim, hidden, None, act, ortho=False)
+        self.head = DuelingHead(last, n_actions) if dueling else nn.Linear(last, n_actions)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q(obs, ·) as `[B, n_actions]`."""
+        return self.head(self.body(obs.flatten(1)))
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Greedy action `[B]` (long). ε-greedy exploration belongs to the algorithm, so
+        `deterministic` is accepted for the policy interface and ignored."""
+        return self(obs).argmax(dim=-1)

@@ -8,8 +8,9 @@ import torch
 
 from rltrain.errors import TrainingError
 
-HINT = ("try a lower algo.lr, a tighter algo.max_grad_norm, or scaled rewards "
-        "(env.normalize_reward=true)")
+# SAC, TD3 and DDPG have no max_grad_norm field: the hint must not suggest a typo override to them
+HINT = ("try a lower algo.lr, scaled rewards (env.normalize_reward=true) or, for PPO, A2C and "
+        "DQN, a tighter algo.max_grad_norm")
 
 
 def check_metrics(metrics: dict[str, float], step: int) -> None:

@@ -35,9 +35,16 @@ def make_payload(runner: Runner) -> dict[str, Any]:
         "schedule": dict(runner.schedule),
         "loop": {"obs": runner.obs.detach().cpu().clone(),
                  "episode_returns": list(runner.episodes.returns),
-                 "episode_lengths": list(runner.episodes.lengths)},
+                 "episode_lengths": list(runner.episodes.lengths),
+                 # counts since the last log, and the latest update's metrics (the off-policy
+                 # loop re-logs them until the next update): without them a resumed run logs
+                 # different rows than an uninterrupted one
+                 "episode_counts": [runner.episodes.terminated, runner.episodes.truncated],
+                 "metrics": {k: float(v) for k, v in s.metrics.items()}},
         "rng": checkpoint.rng_state(),
-        "metrics": {k: v for k, v in (s.last_eval or {}).items() if isinstance(v, float)},
+        # the latest evaluation, `step` included, so a resume does not repeat it
+        "metrics": {k: v for k, v in (s.last_eval or {}).items()
+                    if isinstance(v, (int, float, list))},
     }
     replay = getattr(runner, "replay", None)
     if replay is not None and runner.cfg.checkpoint.save_buffer:
@@ -61,6 +68,10 @@ def restore(runner: Runner, payload: dict[str, Any]) -> None:
         runner.obs = loop["obs"].to(runner.device)
     runner.episodes.returns.extend(loop.get("episode_returns", []))
     runner.episodes.lengths.extend(loop.get("episode_lengths", []))
+    runner.episodes.terminated, runner.episodes.truncated = loop.get("episode_counts", [0, 0])
+    s.metrics = dict(loop.get("metrics", {}))
+    last_eval = payload.get("metrics", {})
+    s.last_eval = dict(last_eval) if "step" in last_eval else None
     checkpoint.set_rng_state(payload["rng"])
     if "replay" in payload:
         runner.replay_state = payload["replay"]
@@ -76,14 +87,22 @@ def resume_config(saved: dict[str, Any], composed: dict[str, Any], overrides: li
         top = key.split(".")[0].split("/")[0]
         if top not in RESUMABLE:
             old, new = _get(saved, key), _get(composed, key)
+            only = f"only {', '.join(RESUMABLE[:-2])} may change when resuming"
+            if old is _ABSENT and new is _ABSENT:  # a preset group (debug=, tuned=): not a value
+                raise UserError(f"resume: `{item}` selects a preset, which cannot be applied to a "
+                                f"resumed run; {only}")
             if old != new:
+                old, new = (None if v is _ABSENT else v for v in (old, new))
                 raise UserError(
                     f"resume: `{item}` would change the experiment ({key}: {old!r} -> {new!r}); "
-                    f"only {', '.join(RESUMABLE[:-2])} may change when resuming")
+                    f"{only}")
             continue
         if top in composed and top != "hydra":
             merged[top] = composed[top]
     return to_train_config(merged)
+
+
+_ABSENT = object()  # a key that is not in the config (as opposed to one set to None)
 
 
 def _get(cfg: dict[str, Any], key: str) -> Any:
@@ -92,7 +111,7 @@ def _get(cfg: dict[str, Any], key: str) -> Any:
         key = {"algo": "algo.name", "env": "env.id"}[key]
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
-            return None
+            return _ABSENT
         node = node[part]
     return node
 

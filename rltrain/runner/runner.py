@@ -18,6 +18,7 @@ from rltrain.evaluate import eval_metrics, run_episodes
 from rltrain.loggers.base import build_loggers
 from rltrain.loggers.console import ConsoleProgress
 from rltrain.registry import check_action_space, get_algo_spec
+from rltrain.report.plot import write_run_curve
 from rltrain.runner.callbacks import Callback, Callbacks, LoopState
 from rltrain.runner.episodes import EpisodeTracker
 from rltrain.runner.guards import check_metrics, check_parameters
@@ -115,6 +116,7 @@ class Runner:
             self.loggers.close()
             self.env.close()
             self.eval_env.close()
+            write_run_curve(self.run_dir)  # learning_curve.png; never raises
         log.info("done: eval mean reward %.2f ± %.2f over %d episodes; checkpoints in %s",
                  result["mean_reward"], result["std_reward"], result["episodes"],
                  self.run_dir / "checkpoints")

@@ -1,0 +1,138 @@
+"""Advantage Actor-Critic (Mnih et al. 2016, synchronous variant): one gradient step per rollout."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rltrain.algos.base import explained_variance, grad_norm_step, set_lr
+from rltrain.algos.ppo import ActorCritic
+from rltrain.config import AlgoConfig
+from rltrain.errors import UserError
+from rltrain.types import EnvSpec, Metrics, RolloutBatch
+
+OPTIMIZERS = ("rmsprop", "adam")
+
+
+@dataclass
+class A2CConfig(AlgoConfig):
+    """A2C hyperparameters (names and defaults follow Stable-Baselines3)."""
+
+    name: str = "a2c"
+    lr: float = 7e-4
+    """Learning rate of the optimizer."""
+    n_steps: int = 5
+    """Steps per env per rollout; the batch is n_steps * env.num_envs."""
+    gae_lambda: float = 1.0
+    """GAE λ; 1.0 gives the classic n-step advantage, < 1 blends in shorter returns."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip (0 disables)."""
+    normalize_advantage: bool = False
+    """Normalize advantages over the rollout batch."""
+    optimizer: str = "rmsprop"
+    """Optimizer: rmsprop (as in the A3C paper and SB3) or adam."""
+    optimizer_eps: float = 1e-5
+    """Epsilon of the optimizer's denominator."""
+    rmsprop_alpha: float = 0.99
+    """Smoothing constant of RMSprop's squared-gradient average (ignored by adam)."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over the run."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (Box actions)."""
+    ortho_init: bool = True
+    """Orthogonal initialization of the networks."""
+
+    def validate(self, cfg: Any) -> None:
+        """Cross-field checks against the run config."""
+        if self.optimizer not in OPTIMIZERS:
+            raise UserError(
+                f"algo.optimizer={self.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
+        if self.n_steps <= 0:
+            raise UserError(f"algo.n_steps={self.n_steps} must be > 0")
+        if not 0.0 <= self.gae_lambda <= 1.0:
+            raise UserError(f"algo.gae_lambda={self.gae_lambda} must be in [0, 1]")
+
+
+def make_optimizer(cfg: A2CConfig, params: list[torch.Tensor]) -> torch.optim.Optimizer:
+    """The optimizer named by `cfg.optimizer`."""
+    if cfg.optimizer == "rmsprop":
+        return torch.optim.RMSprop(params, lr=cfg.lr, alpha=cfg.rmsprop_alpha,
+                                   eps=cfg.optimizer_eps)
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.optimizer_eps)
+    raise UserError(f"algo.optimizer={cfg.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
+
+
+class A2C:
+    """A2C: owns PPO's actor-critic network and one optimizer; `update` takes a `RolloutBatch`."""
+
+    def __init__(self, cfg: A2CConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
+        self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
+        self.policy = ActorCritic(spec, cfg).to(self.device)  # type: ignore[arg-type]
+        self._params = list(self.policy.parameters())
+        self.optimizer = make_optimizer(cfg, self._params)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample (action, log_prob, value) for a rollout step."""
+        dist = self.policy.dist(obs)
+        action = dist.sample()
+        return action, self.policy.head.log_prob(dist, action), self.policy.value(obs)
+
+    @torch.no_grad()
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(obs), detached."""
+        return self.policy.value(obs)
+
+    def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> Metrics:
+        """One gradient step on the whole rollout: −E[A log π] + c_v (R − V)² − c_e H."""
+        cfg = self.cfg
+        lr = cfg.lr * progress_remaining if cfg.anneal_lr else cfg.lr
+        set_lr(self.optimizer, lr)
+        adv = batch.advantages
+        if cfg.normalize_advantage and adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        dist = self.policy.dist(batch.obs)
+        log_prob = self.policy.head.log_prob(dist, batch.actions)
+        policy_loss = -(adv * log_prob).mean()
+        value_loss = (batch.returns - self.policy.value(batch.obs)).pow(2).mean()
+        entropy = self.policy.head.entropy(dist).mean()
+        loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = grad_norm_step(self.optimizer, self._params, cfg.max_grad_norm)
+        metrics = {
+            "train/policy_loss": policy_loss.item(),
+            "train/value_loss": value_loss.item(),
+            "train/entropy_loss": -entropy.item(),
+            "train/learning_rate": lr,
+            "train/grad_norm": norm,
+            "train/loss": loss.item(),
+        }
+        ev = explained_variance(batch.values, batch.returns)
+        if math.isfinite(ev):  # nan when all returns are equal (V at its fixed point): omit it,
+            metrics["train/explained_variance"] = ev  # the runner's guard stops on nan train/*
+        if self.spec.action_kind == "box":
+            metrics["train/std"] = self.policy.head.log_std.detach().exp().mean().item()
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        """Network and optimizer as plain tensors."""
+        return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`."""
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def build(cfg: A2CConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> A2C:
+    """Registry builder."""
+    return A2C(cfg, spec, device)

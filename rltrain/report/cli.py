@@ -1,0 +1,73 @@
+"""`rltrain report <folder>`, and the Hydra callback that writes the same report after a sweep."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+
+from rltrain.errors import UserError
+from rltrain.report.plot import GROUP_CURVES, plot_groups
+from rltrain.report.runs import find_runs, load_run
+from rltrain.report.table import GroupSummary, print_table, summarize, write_csv
+
+log = logging.getLogger("rltrain")
+REPORT_CSV = "report.csv"
+
+
+def report_main(argv: list[str]) -> list[GroupSummary]:
+    """Parse `rltrain report` arguments, write the report and print its table."""
+    parser = argparse.ArgumentParser(
+        prog="rltrain report",
+        description="Group every run below FOLDER by its overrides minus the seed; print a "
+                    f"table and write {REPORT_CSV} and {GROUP_CURVES}.")
+    parser.add_argument("folder", nargs="?", default="outputs",
+                        help="a sweep, a day, or outputs/ (default: outputs)")
+    parser.add_argument("--out", default=None,
+                        help="where report.csv and learning_curves.png go (default: FOLDER)")
+    args = parser.parse_args(argv)
+    return write_report(Path(args.folder), Path(args.out) if args.out else None)
+
+
+def write_report(folder: Path, out: Path | None = None, console: Any = None) -> list[GroupSummary]:
+    """Report on every run below `folder`: print the table, write the CSV and the curves PNG."""
+    from rich.console import Console
+
+    if not folder.is_dir():
+        raise UserError(f"report: folder {folder} does not exist")
+    runs = [load_run(p) for p in find_runs(folder)]
+    if not runs:
+        raise UserError(f"report: no runs below {folder} (a run folder has metrics.csv or tb/)")
+    evaluated = [r for r in runs if len(r.eval_curve[0])]
+    if console is None:  # not a terminal: rich would wrap the table at 80 columns
+        console = Console() if Console().is_terminal else Console(width=160)
+    if len(evaluated) < len(runs):
+        console.print(f"skipped {len(runs) - len(evaluated)} run(s) without an evaluation yet: "
+                      + ", ".join(str(r.path) for r in runs if r not in evaluated))
+    if not evaluated:
+        raise UserError(f"report: no run below {folder} has evaluation results yet")
+    groups = summarize(evaluated)
+    out = out or folder
+    out.mkdir(parents=True, exist_ok=True)
+    title = f"{folder}: {len(evaluated)} runs in {len(groups)} groups (final eval across seeds)"
+    print_table(groups, title, console)
+    csv_path = write_csv(groups, out / REPORT_CSV, folder)
+    png_path = plot_groups([(g.label, g.runs) for g in groups], out / GROUP_CURVES,
+                           f"{folder}: eval return, mean and 95% bootstrap CI across seeds")
+    console.print(f"table:  {csv_path}\ncurves: {png_path}")
+    return groups
+
+
+class SweepSummary(Callback):
+    """Hydra callback: after a multirun, write the report of its sweep folder into that folder."""
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        """Summarize the sweep that just ended (a failure only logs a warning)."""
+        folder = Path(str(config.hydra.sweep.dir))
+        try:
+            write_report(folder)
+        except UserError as exc:
+            log.warning("no sweep summary: %s", exc)

@@ -1,0 +1,144 @@
+"""Finding run folders below a folder and reading their eval curves, overrides and timings.
+
+A run folder holds `metrics.csv` (long format `step,time,name,value`) or TensorBoard events in
+`tb/`; the CSV is read when both exist, the events (with tensorboard's own reader) otherwise.
+Its `.hydra/overrides.yaml` names the group it belongs to: the overrides minus the seed.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+EVAL_TAG = "eval/mean_reward"
+EVAL_STD_TAG = "eval/std_reward"
+TRAIN_TAG = "episode/mean_reward"
+# Overrides that do not change what a run learns: runs differing only in these form one group.
+UNGROUPED = ("seed", "seeds_per_trial", "progress", "resume")
+
+
+@dataclass
+class Scalars:
+    """Logged scalars of one run: name -> (steps, values), plus first/last wall-clock times."""
+
+    series: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    first_time: float | None = None
+    last_time: float | None = None
+
+    def get(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of `name`, empty arrays when it was never logged."""
+        return self.series.get(name, (np.zeros(0, dtype=np.int64), np.zeros(0)))
+
+
+@dataclass
+class Run:
+    """One run folder: its eval curve and what is needed to group and summarize it."""
+
+    path: Path
+    overrides: list[str]
+    seed: int | None
+    scalars: Scalars
+    start_time: float | None = None
+
+    @property
+    def eval_curve(self) -> tuple[np.ndarray, np.ndarray]:
+        """(env steps, eval mean return) of every evaluation, in step order."""
+        return self.scalars.get(EVAL_TAG)
+
+    @property
+    def final(self) -> float:
+        """Mean return of the last evaluation (NaN without any)."""
+        values = self.eval_curve[1]
+        return float(values[-1]) if len(values) else float("nan")
+
+    @property
+    def env_steps(self) -> int:
+        """The last env step anything was logged at."""
+        steps = [s[-1] for s, _ in self.scalars.series.values() if len(s)]
+        return int(max(steps)) if steps else 0
+
+    @property
+    def wall_clock(self) -> float:
+        """Seconds from the run's start (its `.hydra/` record, else the first log) to its last log."""
+        start = self.start_time if self.start_time is not None else self.scalars.first_time
+        if start is None or self.scalars.last_time is None:
+            return float("nan")
+        return max(self.scalars.last_time - start, 0.0)
+
+    @property
+    def group(self) -> str:
+        """The run's overrides minus the seed: runs with the same group differ only by seed."""
+        if not (self.path / ".hydra").is_dir():
+            return f"({self.path.name})"
+        kept = [o for o in self.overrides if o.lstrip("+~").partition("=")[0] not in UNGROUPED]
+        return " ".join(sorted(kept)) or "(defaults)"
+
+
+def find_runs(folder: Path) -> list[Path]:
+    """Every run folder at or below `folder` (a sweep, a day, or `outputs/`), sorted."""
+    found = {p.parent for p in folder.rglob("metrics.csv")}
+    found |= {p.parent.parent for p in folder.rglob("events.out.tfevents.*") if p.parent.name == "tb"}
+    return sorted(found)
+
+
+def load_run(path: Path) -> Run:
+    """Read one run folder."""
+    hydra = path / ".hydra"
+    overrides = _load_yaml(hydra / "overrides.yaml") or []
+    config = _load_yaml(hydra / "config.yaml") or {}
+    seed = config.get("seed") if isinstance(config, dict) else None
+    start = (hydra / "config.yaml").stat().st_mtime if (hydra / "config.yaml").is_file() else None
+    csv_path = path / "metrics.csv"
+    scalars = read_csv(csv_path) if csv_path.is_file() else read_tensorboard(path / "tb")
+    return Run(path, [str(o) for o in overrides], seed, scalars, start)
+
+
+def _load_yaml(path: Path) -> object:
+    if not path.is_file():
+        return None
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def read_csv(path: Path) -> Scalars:
+    """Scalars of a long-format `metrics.csv`; a step logged twice keeps its last value."""
+    points: dict[str, dict[int, float]] = {}
+    times = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            try:
+                step, value = int(row["step"]), float(row["value"])
+                times.append(float(row["time"]))
+            except (KeyError, TypeError, ValueError):  # a torn last line of a killed run
+                continue
+            points.setdefault(row["name"], {})[step] = value
+    return _scalars(points, times)
+
+
+def read_tensorboard(tb_dir: Path) -> Scalars:
+    """Scalars of the TensorBoard events in `tb_dir`, read with tensorboard's EventAccumulator."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    if not tb_dir.is_dir():
+        return Scalars()
+    acc = EventAccumulator(str(tb_dir), size_guidance={"scalars": 0})  # 0: keep every point
+    acc.Reload()
+    points: dict[str, dict[int, float]] = {}
+    times = []
+    for tag in acc.Tags().get("scalars", []):
+        for event in acc.Scalars(tag):
+            points.setdefault(tag, {})[int(event.step)] = float(event.value)
+            times.append(float(event.wall_time))
+    return _scalars(points, times)
+
+
+def _scalars(points: dict[str, dict[int, float]], times: list[float]) -> Scalars:
+    series = {}
+    for name, by_step in points.items():
+        steps = np.array(sorted(by_step), dtype=np.int64)
+        series[name] = (steps, np.array([by_step[s] for s in steps], dtype=np.float64))
+    return Scalars(series, min(times) if times else None, max(times) if times else None)

@@ -1,0 +1,238 @@
+"""Resuming: a run stopped and resumed logs exactly what an uninterrupted run logs; the config
+rules of `resume=`; determinism across runs."""
+
+from __future__ import annotations
+
+import csv
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rltrain import checkpoint
+from rltrain.algos.sac import SACConfig
+from rltrain.config import (
+    CheckpointConfig,
+    EnvConfig,
+    EvalConfig,
+    LoggerConfig,
+    TrainConfig,
+    config_to_dict,
+    to_train_config,
+    validate,
+)
+from rltrain.errors import UserError
+from rltrain.overrides import compose_checked
+from rltrain.runner.resume import find_resume_checkpoint, resume_config, run_dir_of
+from rltrain.runner.runner import Runner
+from tests.test_checkpoint import assert_same
+
+
+@pytest.fixture(autouse=True)
+def _no_learning_curve(monkeypatch):
+    """Skip the matplotlib learning curve each run draws (0.7 s; not what is tested here)."""
+    monkeypatch.setattr("rltrain.runner.runner.write_run_curve", lambda run_dir: None)
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """`straight(cfg)`: the folder of an uninterrupted run of `cfg`, trained once per module."""
+    runs: dict[str, Path] = {}
+
+    def get(cfg: TrainConfig) -> Path:
+        key = repr(cfg)
+        if key not in runs:
+            runs[key] = tmp_path_factory.mktemp("straight")
+            Runner(cfg, runs[key]).run()
+        return runs[key]
+
+    return get
+
+
+def metric_rows(run_dir: Path) -> list[tuple[int, str, str]]:
+    """`metrics.csv` as (step, name, value) in file order, without the `time/*` metrics."""
+    with open(run_dir / "metrics.csv", newline="") as f:
+        return [(int(r["step"]), r["name"], r["value"]) for r in csv.DictReader(f)
+                if not r["name"].startswith("time/")]
+
+
+def stop_at(step: int):
+    """A `post_iteration` callback stopping the run once `step` env steps are done."""
+
+    def fn(state):
+        if state.global_step >= step:
+            state.stop = True
+
+    return fn
+
+
+def train_with_a_stop(cfg: TrainConfig, run_dir: Path, step: int) -> dict:
+    """Train until `step`, then finish in a new Runner resumed from `latest.pt` in the same dir."""
+    Runner(cfg, run_dir, callbacks={"post_iteration": [stop_at(step)]}).run()
+    stopped = checkpoint.load(run_dir / "checkpoints" / "latest.pt")
+    assert stopped["counters"]["global_step"] == step
+    assert not (run_dir / "checkpoints" / "final.pt").exists()
+    return Runner(cfg, run_dir, resume_from=stopped).run()
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    """Same metrics, step for step, and the same final weights, optimizers and counters."""
+    rows_a, rows_b = metric_rows(a), metric_rows(b)
+    assert len(rows_a) > 20 and any(name.startswith("train/") for _, name, _ in rows_a)
+    assert rows_b == rows_a
+    final_a = checkpoint.load(a / "checkpoints" / "final.pt")
+    final_b = checkpoint.load(b / "checkpoints" / "final.pt")
+    assert_same(final_a["algo"], final_b["algo"], "algo")
+    assert final_a["counters"] == final_b["counters"]
+
+
+def ppo_cfg(tiny_cfg, **changes) -> TrainConfig:
+    """PPO on CartPole: 32 env steps per iteration, 160 in all, evaluations at 96 and 160."""
+    logger = {"csv": True, "log_freq": changes.pop("log_freq", 0), **changes.pop("logger", {})}
+    return tiny_cfg(total_timesteps=160, eval={"freq": 80}, logger=logger, **changes)
+
+
+@pytest.mark.parametrize(("log_freq", "stop"), [(0, 96), (40, 64), (0, 160)],
+                         ids=["mid_run", "between_log_points", "at_the_last_step"])
+def test_ppo_stopped_and_resumed_logs_what_an_uninterrupted_run_logs(tmp_path, tiny_cfg, straight,
+                                                                      log_freq, stop):
+    cfg = ppo_cfg(tiny_cfg, log_freq=log_freq)
+    result = train_with_a_stop(cfg, tmp_path / "stopped", stop)
+    assert_same_run(straight(cfg), tmp_path / "stopped")
+    assert result["step"] == 160
+
+
+def test_ppo_resumed_from_an_older_checkpoint_purges_the_later_log_rows(tmp_path, tiny_cfg):
+    # A run killed after step 64's checkpoint had logged up to 160: resuming from step 64 drops
+    # those rows (CSV and TensorBoard) and logs them again, identically.
+    cfg = ppo_cfg(tiny_cfg, checkpoint={"freq": 64, "keep_last": 5},
+                  logger={"csv": True, "tensorboard": True, "log_freq": 0})
+    run = tmp_path / "run"
+    Runner(cfg, run).run()
+    straight = metric_rows(run)
+    Runner(cfg, run, resume_from=checkpoint.load(run / "checkpoints" / "step_000000064.pt")).run()
+    assert metric_rows(run) == straight
+    acc = EventAccumulator(str(run / "tb"), size_guidance={"scalars": 0}).Reload()
+    for tag in ("train/policy_loss", "eval/mean_reward", "episode/mean_reward"):
+        events = acc.Scalars(tag)
+        steps = [e.step for e in events]
+        assert steps == sorted(set(steps)), (tag, steps)  # strictly increasing: no duplicates
+        expected = [(s, float(v)) for s, n, v in straight if n == tag]
+        assert steps == [s for s, _ in expected], tag
+        assert [e.value for e in events] == pytest.approx([v for _, v in expected]), tag  # float32
+
+
+def sac_cfg(save_buffer: bool) -> TrainConfig:
+    """SAC on Pendulum (2 envs, 50-step episodes): learning from step 40, a train step every
+    other vector step, evaluation every 100 steps, 200 steps in all."""
+    return validate(TrainConfig(
+        algo=SACConfig(hidden_sizes=[16, 16], buffer_size=1000, learning_starts=40, batch_size=32,
+                       train_freq=2),
+        env=EnvConfig(id="Pendulum-v1", num_envs=2, max_episode_steps=50),
+        logger=LoggerConfig(tensorboard=False, csv=True, log_freq=0),
+        eval=EvalConfig(freq=100, episodes=2, num_envs=2),
+        checkpoint=CheckpointConfig(freq=0, save_buffer=save_buffer),
+        total_timesteps=200, progress="off", seed=0))
+
+
+def test_sac_with_saved_replay_buffer_resumes_bit_for_bit(tmp_path, straight):
+    cfg = sac_cfg(save_buffer=True)
+    train_with_a_stop(cfg, tmp_path / "stopped", 122)  # mid-episode, between two train steps
+    assert_same_run(straight(cfg), tmp_path / "stopped")
+
+
+def test_sac_without_saved_buffer_resumes_with_an_empty_buffer_and_finishes(tmp_path, caplog):
+    run = tmp_path / "run"
+    with caplog.at_level(logging.INFO, logger="rltrain"):
+        train_with_a_stop(sac_cfg(save_buffer=False), run, 120)
+    assert "replay" not in checkpoint.load(run / "checkpoints" / "latest.pt")
+    assert "replay buffer starts empty" in caplog.text
+    final = checkpoint.load(run / "checkpoints" / "final.pt")
+    assert final["counters"]["global_step"] == 200
+    steps = [s for s, name, _ in metric_rows(run) if name == "buffer/size"]
+    sizes = [float(v) for _, name, v in metric_rows(run) if name == "buffer/size"]
+    assert steps == sorted(set(steps)) and steps[-1] == 200
+    assert sizes[steps.index(120)] == 120 and sizes[-1] == 80  # refilled from step 120 on
+
+
+def test_same_seed_gives_identical_runs_and_another_seed_differs(tmp_path, tiny_cfg, straight):
+    first = straight(ppo_cfg(tiny_cfg, seed=0))
+    for name, seed in (("again", 0), ("other", 1)):
+        Runner(ppo_cfg(tiny_cfg, seed=seed), tmp_path / name).run()
+    assert_same_run(first, tmp_path / "again")
+    assert metric_rows(tmp_path / "other") != metric_rows(first)
+    weights = [checkpoint.load(run / "checkpoints" / "final.pt")["algo"]["policy"]
+               for run in (first, tmp_path / "other")]
+    assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+# ---- the config rules of `resume=` ------------------------------------------------------------
+
+SAVED_ARGS = ["env=CartPole-v1"]
+
+
+@pytest.fixture(scope="module")
+def saved() -> dict:
+    """The config dict a checkpoint of `rltrain env=CartPole-v1` holds (tuned preset applied)."""
+    return config_to_dict(to_train_config(compose_checked("config", SAVED_ARGS)))
+
+
+def resume_with(saved: dict, overrides: list[str]) -> TrainConfig:
+    """What `rltrain resume=<run> <overrides>` trains (as the CLI composes it)."""
+    composed = OmegaConf.to_container(compose_checked("config", [*SAVED_ARGS, *overrides]),
+                                      resolve=True)
+    return resume_config(saved, composed, ["resume=/some/run", *overrides])
+
+
+def test_resume_applies_budget_logging_eval_and_checkpoint_overrides(saved):
+    cfg = resume_with(saved, ["total_timesteps=2e5", "logger.log_freq=7", "eval.episodes=3",
+                              "checkpoint.freq=99", "progress=plain", "logger=none"])
+    assert cfg.total_timesteps == 2e5 and cfg.progress == "plain"
+    assert (cfg.eval.episodes, cfg.checkpoint.freq) == (3, 99)
+    assert not cfg.logger.tensorboard and not cfg.logger.csv
+    assert config_to_dict(cfg)["algo"] == saved["algo"]
+    assert config_to_dict(cfg)["env"] == saved["env"]
+
+
+@pytest.mark.parametrize("override", ["algo.lr=1e-3", "env=cartpole", "algo=ppo", "seed=0"])
+def test_resume_accepts_an_override_that_restates_the_saved_value(saved, override):
+    cfg = resume_with(saved, [override])
+    assert config_to_dict(cfg)["algo"] == saved["algo"] and cfg.seed == saved["seed"]
+
+
+@pytest.mark.parametrize(("override", "fragment"), [
+    ("algo.lr=0.5", "(algo.lr: 0.001 -> 0.5)"),
+    ("env=Acrobot-v1", "(env: 'CartPole-v1' -> 'Acrobot-v1')"),
+    ("env.num_envs=4", "(env.num_envs: 8 -> 4)"),
+    ("seed=3", "(seed: 0 -> 3)"),
+    ("algo=a2c", "(algo: 'ppo' -> 'a2c')"),
+])
+def test_resume_refuses_an_override_that_changes_the_experiment(saved, override, fragment):
+    with pytest.raises(UserError) as err:
+        resume_with(saved, [override])
+    message = str(err.value)
+    assert message.startswith(f"resume: `{override}` would change the experiment {fragment}")
+    assert "total_timesteps" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("override", ["debug=smoke", "tuned=ppo_pendulum"])
+def test_resume_refuses_a_preset_group_instead_of_silently_ignoring_it(saved, override):
+    # a preset sets many fields at once (smoke: the budget; tuned: algo hyperparameters); the
+    # saved config holds no value to compare it with
+    with pytest.raises(UserError, match=rf"^resume: `{override}` selects a preset, which cannot "
+                                        "be applied to a resumed run; only total_timesteps"):
+        resume_with(saved, [override])
+
+
+def test_resume_auto_finds_only_an_unfinished_run(tmp_path):
+    assert find_resume_checkpoint("auto", tmp_path) is None  # nothing there yet
+    latest = checkpoint.save({"config": {}}, tmp_path / "checkpoints" / "latest.pt")
+    assert find_resume_checkpoint("auto", tmp_path) == latest
+    checkpoint.save({"config": {}}, tmp_path / "checkpoints" / "final.pt")
+    assert find_resume_checkpoint("auto", tmp_path) is None  # finished: start afresh
+    assert find_resume_checkpoint(str(tmp_path), Path(".")) == latest
+    assert run_dir_of(latest) == tmp_path
+    assert run_dir_of(tmp_path / "elsewhere.pt") == tmp_path

@@ -1,0 +1,171 @@
+"""`rltrain report`: finding runs, grouping by overrides minus the seed, statistics, CSV, PNGs.
+
+Run folders are written by hand here (a `.hydra/` record and a long-format `metrics.csv`), so
+every number in the report is known in advance; the sweep tests run the real thing.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from rltrain.errors import UserError
+from rltrain.report.cli import report_main, write_report
+from rltrain.report.plot import RUN_CURVE, distinct_labels, write_run_curve
+from rltrain.report.runs import find_runs, load_run, read_tensorboard
+from rltrain.report.stats import bootstrap_ci, common_grid, iqm, mean_curve
+
+
+def make_run(folder: Path, overrides: list[str], finals: list[float], steps=(100, 200, 300),
+             seed: int | None = None, t0: float = 1000.0) -> Path:
+    """A run folder whose evals at `steps` return `finals` (one per step)."""
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": seed}))
+    os.utime(folder / ".hydra" / "config.yaml", (t0 - 5, t0 - 5))  # the run started 5 s earlier
+    rows = [["step", "time", "name", "value"]]
+    for i, (step, value) in enumerate(zip(steps, finals, strict=True)):
+        rows.append([step, t0 + 10 * i, "train/policy_loss", 0.1])
+        rows.append([step, t0 + 10 * i + 1, "eval/mean_reward", value])
+        rows.append([step, t0 + 10 * i + 1, "eval/std_reward", 1.0])
+    with open(folder / "metrics.csv", "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return folder
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) from a PNG header; fails unless the file is a PNG."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    """Two groups (lr=1e-3: three seeds, lr=3e-4: two seeds) plus one run with no eval yet."""
+    root = tmp_path / "sweep"
+    for i, (seed, final) in enumerate([(0, 100.0), (1, 200.0), (2, 600.0)]):
+        make_run(root / str(i), ["algo=ppo", "algo.lr=1e-3", f"seed={seed}"],
+                 [10.0, 50.0, final], seed=seed)
+    for i, seed in enumerate([0, 1], start=3):
+        make_run(root / str(i), ["algo=ppo", f"seed={seed}", "algo.lr=3e-4"], [5.0, 7.0, 9.0 + seed],
+                 seed=seed)
+    (root / "5").mkdir()
+    (root / "5" / "metrics.csv").write_text("step,time,name,value\n64,1.0,train/policy_loss,0.1\n")
+    return root
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    assert iqm(np.array([0.0, 1.0, 2.0, 100.0])) == pytest.approx(1.5)  # drops 0 and 100
+    assert iqm(np.array([1.0, 2.0, 3.0])) == pytest.approx(2.0)  # too few to trim: the mean
+    assert iqm(np.arange(8.0)) == pytest.approx(3.5)
+
+
+def test_bootstrap_ci_brackets_the_statistic_and_is_reproducible():
+    x = np.array([1.0, 2.0, 3.0, 4.0, 50.0])
+    lo, hi = bootstrap_ci(x)
+    assert lo <= iqm(x) <= hi and lo < hi
+    assert (lo, hi) == bootstrap_ci(x)  # fixed seed
+    assert bootstrap_ci(np.array([7.0])) == (7.0, 7.0)
+
+
+def test_mean_curve_interpolates_onto_the_common_steps():
+    a = (np.array([0, 100, 200]), np.array([0.0, 10.0, 20.0]))
+    b = (np.array([50, 150, 250]), np.array([5.0, 15.0, 25.0]))
+    assert list(common_grid([a, b])) == [50, 100, 150, 200]
+    steps, mean, lo, hi = mean_curve([a, b])
+    assert np.allclose(mean, [5.0, 10.0, 15.0, 20.0])  # both lines are y = x / 10
+    assert np.all(lo <= mean) and np.all(mean <= hi)
+
+
+def test_runs_are_found_and_grouped_by_overrides_minus_the_seed(sweep):
+    runs = [load_run(p) for p in find_runs(sweep)]
+    assert len(runs) == 6
+    groups = {r.group for r in runs if len(r.eval_curve[0])}
+    assert groups == {"algo.lr=1e-3 algo=ppo", "algo.lr=3e-4 algo=ppo"}
+    run0 = load_run(sweep / "0")
+    assert run0.final == 100.0 and run0.env_steps == 300 and run0.seed == 0
+    assert run0.wall_clock == pytest.approx(26.0)  # from the .hydra record to the last log
+
+
+def test_report_writes_a_csv_row_per_group_and_a_real_png(sweep, capsys):
+    groups = write_report(sweep)
+    out = capsys.readouterr().out
+    assert "IQM [95% CI]" in out and "algo.lr=1e-3 algo=ppo" in out
+    assert "skipped 1 run(s) without an evaluation yet" in out
+    with open(sweep / "report.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["group"] for r in rows] == ["algo.lr=1e-3 algo=ppo", "algo.lr=3e-4 algo=ppo"]
+    first = rows[0]
+    assert int(first["runs"]) == 3 and first["seeds"] == "0;1;2"
+    assert float(first["final_mean"]) == pytest.approx(300.0)
+    assert float(first["final_std"]) == pytest.approx(np.std([100, 200, 600], ddof=1))
+    assert float(first["iqm"]) == pytest.approx(300.0)  # 3 runs: nothing to trim
+    assert float(first["iqm_ci_low"]) <= 300.0 <= float(first["iqm_ci_high"])
+    assert float(first["best"]) == 600.0 and int(first["env_steps"]) == 300
+    assert first["run_dirs"] == "0;1;2"
+    assert float(rows[1]["final_mean"]) == pytest.approx(9.5)
+    assert len(groups) == 2
+    png = sweep / "learning_curves.png"
+    width, height = png_size(png)
+    assert width >= 400 and height >= 300 and png.stat().st_size > 10_000
+
+
+def test_report_cli_takes_an_output_folder(sweep, tmp_path, capsys):
+    report_main([str(sweep), "--out", str(tmp_path / "out")])
+    assert (tmp_path / "out" / "report.csv").is_file()
+    assert (tmp_path / "out" / "learning_curves.png").is_file()
+    assert not (sweep / "report.csv").exists()
+
+
+def test_report_of_a_missing_or_empty_folder_is_one_user_error(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        write_report(tmp_path / "nope")
+    with pytest.raises(UserError, match="no runs below"):
+        write_report(tmp_path)
+
+
+def test_a_run_without_hydra_record_is_its_own_group(tmp_path):
+    run = make_run(tmp_path / "api_run", [], [1.0, 2.0, 3.0])
+    (run / ".hydra" / "overrides.yaml").unlink()
+    (run / ".hydra" / "config.yaml").unlink()
+    (run / ".hydra").rmdir()
+    assert load_run(run).group == "(api_run)"
+
+
+def test_tensorboard_events_are_read_when_there_is_no_csv(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "run" / "tb"))
+    for step, value in [(100, 1.0), (200, 4.0)]:
+        writer.add_scalar("eval/mean_reward", value, step)
+    writer.close()
+    assert find_runs(tmp_path) == [tmp_path / "run"]
+    steps, values = read_tensorboard(tmp_path / "run" / "tb").get("eval/mean_reward")
+    assert list(steps) == [100, 200] and list(values) == [1.0, 4.0]
+    assert load_run(tmp_path / "run").final == 4.0
+
+
+def test_each_run_gets_its_own_learning_curve_png(tmp_path):
+    run = make_run(tmp_path / "run", ["algo=ppo"], [1.0, 2.0, 3.0])
+    path = write_run_curve(run)
+    assert path == run / RUN_CURVE
+    assert png_size(path)[0] >= 400 and path.stat().st_size > 10_000
+
+
+def test_writing_a_run_curve_never_raises(tmp_path, caplog):
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / "metrics.csv").write_bytes(b"\x00\xff not a csv")
+    assert write_run_curve(tmp_path / "garbage") is None
+    assert write_run_curve(tmp_path / "missing") is None  # no logs at all: nothing to plot
+
+
+def test_legend_labels_drop_the_overrides_every_group_shares():
+    assert distinct_labels(["a=1 env=X", "a=2 env=X"]) == ["a=1", "a=2"]
+    assert distinct_labels(["env=X"]) == ["env=X"]
