@@ -8,9 +8,9 @@ stored in a checkpoint) into a validated `TrainConfig`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
-from collections.abc import Iterable
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf

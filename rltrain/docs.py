@@ -27,7 +27,7 @@ def field_docs(cls: type) -> dict[str, str]:
             continue
         tree = ast.parse(inspect.getsource(klass).lstrip())
         body = tree.body[0].body  # type: ignore[attr-defined]
-        for node, nxt in zip(body, body[1:] + [None]):
+        for node, nxt in zip(body, body[1:] + [None], strict=True):
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 if isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant):
                     docs[node.target.id] = " ".join(str(nxt.value.value).split())
@@ -62,8 +62,14 @@ def table(cls: type, prefix: str) -> str:
 
 def render() -> str:
     """The whole reference as markdown."""
-    from rltrain.config import (CheckpointConfig, EnvConfig, EvalConfig, EvalRunConfig,
-                                LoggerConfig, TrainConfig)
+    from rltrain.config import (
+        CheckpointConfig,
+        EnvConfig,
+        EvalConfig,
+        EvalRunConfig,
+        LoggerConfig,
+        TrainConfig,
+    )
     from rltrain.registry import ALGOS
 
     parts = [_HEADER, "## Run (`conf/config.yaml`)", table(TrainConfig, "")]

@@ -34,7 +34,7 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
         res = env.step(policy.act(obs, deterministic=deterministic))
         ep = res.info.get("episode")
         if ep is not None:
-            for i, ret, length in zip(ep["index"], ep["return"], ep["length"]):
+            for i, ret, length in zip(ep["index"], ep["return"], ep["length"], strict=True):
                 if counts[i] < targets[i]:
                     counts[i] += 1
                     returns.append(float(ret))
