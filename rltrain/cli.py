@@ -47,6 +47,11 @@ def main() -> None:
         if _debug():
             raise
         fail(str(exc))
+    except KeyboardInterrupt:  # a second Ctrl-C: quit now, without a traceback
+        if _debug():
+            raise
+        print("rltrain: interrupted", file=sys.stderr)
+        sys.exit(130)
 
 
 def train_command(argv: list[str]) -> None:
@@ -131,8 +136,22 @@ def _resume_run_dir(argv: list[str]) -> list[str]:
     value = next((a.split("=", 1)[1] for a in argv if a.startswith("resume=")), None)
     if not value or value == "auto" or any(a.startswith("hydra.run.dir=") for a in argv):
         return []
-    run_dir = run_dir_of(find_resume_checkpoint(value, Path(".")))
-    return [f"hydra.run.dir={run_dir}", "hydra.output_subdir=.hydra/resume"]
+    ckpt = find_resume_checkpoint(value, Path("."))
+    _check_resume(ckpt, argv)
+    return [f"hydra.run.dir={run_dir_of(ckpt)}", "hydra.output_subdir=.hydra/resume"]
+
+
+def _check_resume(ckpt: Path, argv: list[str]) -> None:
+    """Refuse experiment-changing overrides now, before Hydra records anything in the run."""
+    from omegaconf import OmegaConf
+
+    from rltrain import checkpoint
+    from rltrain.overrides import compose_checked, first_of_sweeps
+    from rltrain.runner.resume import resume_config
+
+    overrides = first_of_sweeps([a for a in argv if not a.startswith("-")])
+    composed = OmegaConf.to_container(compose_checked("config", overrides), resolve=True)
+    resume_config(checkpoint.load(ckpt)["config"], composed, overrides)
 
 
 def eval_command(argv: list[str]) -> dict:

@@ -103,7 +103,11 @@ class Runner:
                  self.env.spec.num_envs, self.device, self.run_dir)
         try:
             with self.stopper:
-                (run_on_policy if self.family == "on_policy" else run_off_policy)(self)
+                try:
+                    (run_on_policy if self.family == "on_policy" else run_off_policy)(self)
+                except ValueError:  # e.g. torch distributions refusing NaN parameters
+                    self._check_weights()
+                    raise
             self.progress.update(self.state.global_step, self.episodes.mean_return, force=True)
             if self.state.stop:
                 return self._stopped()
@@ -171,10 +175,14 @@ class Runner:
             self.save("best.pt")
         return result
 
-    def save(self, name: str, periodic: bool = False) -> Path:
-        """Write a checkpoint under `<run>/checkpoints/` (never one with non-finite weights)."""
+    def _check_weights(self) -> None:
+        """Raise `TrainingError` when any network of the algorithm holds a NaN or inf."""
         modules = {k: v for k, v in vars(self.algo).items() if isinstance(v, torch.nn.Module)}
         check_parameters(modules, self.state.global_step)
+
+    def save(self, name: str, periodic: bool = False) -> Path:
+        """Write a checkpoint under `<run>/checkpoints/` (never one with non-finite weights)."""
+        self._check_weights()
         path = checkpoint.save(make_payload(self), self.run_dir / "checkpoints" / name)
         if periodic:
             checkpoint.prune(self.run_dir / "checkpoints", self.cfg.checkpoint.keep_last)

@@ -292,10 +292,6 @@ def test_resume_that_changes_the_experiment_exits_2_and_leaves_the_checkpoints(c
     assert (run_dir / "checkpoints" / "latest.pt").read_bytes() == cli["sigint"]["latest_bytes"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cli.py checks the resume overrides inside the Hydra job, after Hydra has written "
-    ".hydra/resume/{config,hydra,overrides}.yaml into the run: the refused command is recorded "
-    "there as if it had resumed the run (and replaces the record of the last real resume)"))
 def test_refused_resume_leaves_no_record_in_the_run_folder(cli):
     assert result(cli, "sigint", "traces") == []
 

@@ -100,9 +100,6 @@ def test_poisoned_weights_stop_dqn_at_the_next_update_through_its_loss(tmp_path)
     assert_all_finite(latest["algo"])
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "PPO's next minibatch builds a torch Categorical from NaN logits, whose argument check raises "
-    "ValueError before the runner's guard sees the NaN loss (a traceback from the CLI)"))
 def test_diverging_ppo_stops_with_a_training_error(tmp_path, tiny_cfg):
     runner = Runner(tiny_cfg(algo={"lr": 1e30}), tmp_path)  # outside: a UserError is a ValueError
     with pytest.raises(TrainingError, match="non-finite"):
