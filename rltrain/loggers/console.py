@@ -28,6 +28,7 @@ class ConsoleProgress:
         self.mode, self.total, self.interval = mode, total, interval
         self._t0, self._step0 = time.perf_counter(), start
         self._last_print = self._t0
+        self._last_step = -1
         self._progress: Progress | None = None
         if mode == "bar":
             self._progress = Progress(
@@ -51,8 +52,9 @@ class ConsoleProgress:
             self._progress.update(self._task, completed=step, sps=f"{sps:,.0f}", ret=ret)
             return
         now = time.perf_counter()
-        if self.mode == "plain" and (force or now - self._last_print >= self.interval):
-            self._last_print = now
+        due = force and step != self._last_step or now - self._last_print >= self.interval
+        if self.mode == "plain" and due:
+            self._last_print, self._last_step = now, step
             eta = max(0, self.total - step) / sps if sps > 0 else float("nan")
             pct = min(100.0, 100 * step / self.total)
             log.info("step %s/%s (%.0f%%) | %s sps | return %s | ETA %s", f"{step:,}",

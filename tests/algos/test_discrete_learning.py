@@ -24,12 +24,12 @@ def test_dqn_clearly_beats_random_on_cartpole_in_12k_steps(tmp_path):
     mean = train_cartpole(
         tmp_path, "algo=dqn", "total_timesteps=12000", "algo.hidden_sizes=[64,64]",
         "algo.train_freq=64", "algo.gradient_steps=32", "algo.exploration_steps=4000")
-    assert mean > 100
+    assert mean > 100  # seed 0 scores 500; seeds 1-4 scored 100-500
 
 
 def test_a2c_clearly_beats_random_on_cartpole_in_40k_steps(tmp_path):
     mean = train_cartpole(tmp_path, "algo=a2c", "total_timesteps=40000")
-    assert mean > 100
+    assert mean > 150  # seeds 0-4 scored 266-500
 
 
 @pytest.mark.slow
