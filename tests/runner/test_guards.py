@@ -104,3 +104,10 @@ def test_diverging_ppo_stops_with_a_training_error(tmp_path, tiny_cfg):
     runner = Runner(tiny_cfg(algo={"lr": 1e30}), tmp_path)  # outside: a UserError is a ValueError
     with pytest.raises(TrainingError, match="non-finite"):
         runner.run()
+
+
+def test_nan_explained_variance_of_constant_returns_does_not_stop_training():
+    from rltrain.runner.guards import check_metrics
+
+    # constant returns make explained variance nan by definition; training must go on
+    check_metrics({"train/explained_variance": float("nan"), "train/value_loss": 0.0}, step=10)
