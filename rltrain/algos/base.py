@@ -101,3 +101,16 @@ def td_target(reward: torch.Tensor, next_value: torch.Tensor, terminated: torch.
               gamma: float) -> torch.Tensor:
     """y = r + γ (1 − terminated) V(s'); truncated transitions keep the bootstrap."""
     return reward + gamma * (1.0 - terminated) * next_value
+
+
+def twin_critic_step(critic: nn.Module, optimizer: torch.optim.Optimizer, batch: TransitionBatch,
+                     y: torch.Tensor) -> Metrics:
+    """One MSE step of both critics of a `TwinQ` (output [2, B]) towards the TD target `y` [B]."""
+    q = critic(batch.obs, batch.actions)
+    losses = (q - y).pow(2).mean(-1)
+    optimizer.zero_grad(set_to_none=True)
+    losses.sum().backward()
+    optimizer.step()
+    c1, c2 = losses.detach().tolist()
+    return {"train/critic1_loss": c1, "train/critic2_loss": c2, "train/q_loss": (c1 + c2) / 2,
+            "train/mean_q": q.detach().mean().item()}

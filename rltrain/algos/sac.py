@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import polyak_update, td_target
+from rltrain.algos.base import polyak_update, td_target, twin_critic_step
 from rltrain.algos.ddpg import adam, check_lrs, pick_lr
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
@@ -111,15 +111,7 @@ class SAC:
         return td_target(batch.rewards, soft_value, batch.terminated, self.cfg.gamma)
 
     def _critic_step(self, batch: TransitionBatch) -> dict[str, float]:
-        y = self.target(batch)
-        q = self.critic(batch.obs, batch.actions)  # [2, B]
-        losses = (q - y).pow(2).mean(-1)
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        losses.sum().backward()
-        self.critic_optimizer.step()
-        c1, c2 = losses.detach().tolist()
-        return {"train/critic1_loss": c1, "train/critic2_loss": c2, "train/q_loss": (c1 + c2) / 2,
-                "train/mean_q": q.detach().mean().item()}
+        return twin_critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
 
     def _actor_alpha_step(self, obs: torch.Tensor) -> dict[str, float]:
         action, log_prob = self.actor(obs)

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import polyak_update, td_target
+from rltrain.algos.base import polyak_update, td_target, twin_critic_step
 from rltrain.algos.ddpg import adam, check_lrs, pick_lr
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
@@ -101,15 +101,7 @@ class TD3:
         return td_target(batch.rewards, next_q.min(0).values, batch.terminated, self.cfg.gamma)
 
     def _critic_step(self, batch: TransitionBatch) -> dict[str, float]:
-        y = self.target(batch)
-        q = self.critic(batch.obs, batch.actions)  # [2, B]
-        losses = (q - y).pow(2).mean(-1)
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        losses.sum().backward()
-        self.critic_optimizer.step()
-        c1, c2 = losses.detach().tolist()
-        return {"train/critic1_loss": c1, "train/critic2_loss": c2, "train/q_loss": (c1 + c2) / 2,
-                "train/mean_q": q.detach().mean().item()}
+        return twin_critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
 
     def _actor_step(self, obs: torch.Tensor) -> float:
         loss = -self.critic(obs, self.actor(obs))[0].mean()  # Q1 only, as in the paper
