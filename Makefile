@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch>=2.2,<2.14
 STAMP  := $(VENV)/.installed
 # Extras installed with rltrain: sweep/slurm let tests/e2e/test_sweeps.py run. Not `ray`
 # (~360 MB; its cloudpickle<3 clashes with joblib's): only its missing-plugin message is tested.
-EXTRAS ?= dev,sweep,slurm
+EXTRAS ?= dev,sweep,slurm,video,export,wandb,bench
 
 .PHONY: install train test test-all bench-quality lint clean
 

@@ -19,13 +19,13 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     algorithm built in Python instead of the one the config would build.
     """
     from rltrain.config import register_configs, to_train_config
-    from rltrain.overrides import compose_checked, env_choices
+    from rltrain.overrides import compose_checked, env_choices, env_import_overrides
     from rltrain.runner.runner import Runner
 
     if isinstance(overrides, TrainConfig):
         cfg = overrides
     else:
-        overrides = list(overrides or [])
+        overrides = env_import_overrides(list(overrides or []))
         register_configs(env_choices(overrides))
         cfg = to_train_config(compose_checked("config", overrides))
     if not logging.getLogger().handlers:

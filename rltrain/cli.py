@@ -1,4 +1,5 @@
-"""Command line: `rltrain [overrides]` trains, `rltrain eval ckpt=...` evaluates a checkpoint.
+"""Command line: `rltrain [overrides]` trains, `rltrain eval ckpt=...` evaluates a checkpoint,
+`rltrain export ckpt=... format=onnx|torchscript` writes the policy for deployment.
 
 Bad input becomes one line on stderr and exit code 2; set RLTRAIN_DEBUG=1 for the traceback.
 """
@@ -42,6 +43,9 @@ def main() -> None:
         if argv[:1] == ["report"]:
             report_command(argv[1:])
             return
+        if argv[:1] == ["export"]:
+            export_command(argv[1:])
+            return
         train_command(argv)
     except UserError as exc:
         if _debug():
@@ -57,11 +61,12 @@ def main() -> None:
 def train_command(argv: list[str]) -> None:
     """Validate the overrides, then hand over to Hydra (which also serves --help, --cfg, -m)."""
     from rltrain.config import register_configs
-    from rltrain.overrides import check_overrides, env_choices
+    from rltrain.overrides import check_overrides, env_choices, env_import_overrides
     from rltrain.sweep import check_plugins
 
+    argv = env_import_overrides(argv)  # `env.import=m` -> `env.imports=[m]`
     check_plugins(argv)  # a missing sweeper/launcher plugin: one line naming the extra
-    register_configs(env_choices(argv))
+    register_configs(env_choices(argv))  # imports env.imports first: their ids become options
     if not any(a.split("=")[0] in _HYDRA_FLAGS for a in argv):
         check_overrides([a for a in argv if not a.startswith("-")])
     extra = _resume_run_dir(argv)
@@ -155,7 +160,7 @@ def _check_resume(ckpt: Path, argv: list[str]) -> None:
 
 
 def eval_command(argv: list[str]) -> dict:
-    """`rltrain eval ckpt=... [episodes=N deterministic=false seed=S device=...]`."""
+    """`rltrain eval ckpt=... [episodes=N deterministic=false seed=S device=... video=true]`."""
     from rltrain.config import register_configs
     from rltrain.evaluate import evaluate
     from rltrain.overrides import compose_checked
@@ -163,9 +168,34 @@ def eval_command(argv: list[str]) -> dict:
     register_configs(env_ids=[])
     cfg = compose_checked("eval", argv)
     result = evaluate(cfg.ckpt, episodes=cfg.episodes, deterministic=cfg.deterministic,
-                      seed=cfg.seed, device=cfg.device, num_envs=cfg.num_envs)
+                      seed=cfg.seed, device=cfg.device, num_envs=cfg.num_envs, video=cfg.video,
+                      video_episodes=cfg.video_episodes)
     _print_eval_table(result)
     return result
+
+
+def export_command(argv: list[str]) -> dict:
+    """`rltrain export ckpt=... [format=onnx|torchscript out=FILE check_samples=N seed=S]`."""
+    from rltrain.config import register_configs
+    from rltrain.export.command import agreement_line, export_policy
+    from rltrain.overrides import compose_checked
+
+    register_configs(env_ids=[])
+    cfg = compose_checked("export", argv)
+    result = export_policy(cfg.ckpt, cfg.format, cfg.out, cfg.check_samples, cfg.seed)
+    dtype = "int64" if result["action_kind"] == "discrete" else "float32"
+    folded = ", normalization folded in" if result["normalized_obs"] else ""
+    print(f"export: wrote {result['path']} ({result['format']}): float32 obs "
+          f"{_batch_shape(result['obs_shape'])} -> {dtype} env action "
+          f"{_batch_shape(result['action_shape'])}{folded}")
+    if not result["ok"]:
+        fail(f"export: {agreement_line(result)}", EXIT_TRAINING)
+    print(f"export: {agreement_line(result)}")
+    return result
+
+
+def _batch_shape(shape: list[int]) -> str:
+    return "[" + ", ".join(["batch", *map(str, shape)]) + "]"
 
 
 def report_command(argv: list[str]) -> None:
@@ -189,6 +219,12 @@ def _print_eval_table(result: dict) -> None:
     console.print(table)
     console.print(f"checkpoint: {result['checkpoint']} (step {result['global_step']:,})")
     console.print(f"results:    {result['results_path']}")
+    if "videos" in result:
+        folder = Path(result["results_path"]).parent / "videos"
+        n = len(result["videos"])
+        console.print(f"videos:     {folder}/ ({n} episode{'' if n == 1 else 's'})")
+        for video in result["videos"]:
+            console.print(f"            {Path(video).name}")
 
 
 if __name__ == "__main__":

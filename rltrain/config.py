@@ -72,11 +72,32 @@ class OffPolicyConfig(AlgoConfig):
 
 
 @dataclass
+class WrapperConfig:
+    """One gymnasium wrapper of `env.wrappers`."""
+
+    name: str = MISSING
+    """A class of `gymnasium.wrappers` (`ClipReward`) or `module:Class`."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the wrapper (after the env)."""
+
+
+@dataclass
 class EnvConfig:
     """Which environment to train on and how to vectorize and normalize it."""
 
     id: str = "Pendulum-v1"
-    """Gymnasium id (any registered id works)."""
+    """Gymnasium id (any registered id), `module:EnvId` (imports the module, which registers the
+    id), or `module:factory` (a callable building the env; see the README, "Use your own
+    environment")."""
+    backend: str = "gymnasium"
+    """`gymnasium`, or `torch`: the native batched torch twin of CartPole-v1 / Pendulum-v1,
+    stepped on the training device."""
+    imports: list[str] = field(default_factory=list)
+    """Modules imported before the env is made, so that they can register ids
+    (`env.import=my_pkg.envs` is accepted on the command line too)."""
+    wrappers: list[WrapperConfig] = field(default_factory=list)
+    """Gymnasium wrappers around each env, innermost first:
+    `[{name: ClipReward, kwargs: {min_reward: -1, max_reward: 1}}]`."""
     num_envs: int = 8
     """Number of parallel environments."""
     vectorization: str = "sync"
@@ -90,7 +111,8 @@ class EnvConfig:
     max_episode_steps: int | None = None
     """Override the env's time limit (None keeps the registered one)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
-    """Extra keyword arguments passed to `gymnasium.make`."""
+    """Extra keyword arguments passed to `gymnasium.make`, the factory or the native env (add
+    one on the command line with `+env.kwargs.name=value`)."""
 
 
 @dataclass
@@ -120,17 +142,67 @@ class CheckpointConfig:
 
 
 @dataclass
-class LoggerConfig:
-    """Where metrics go. Console output is always on."""
+class WandbConfig:
+    """Weights & Biases (`logger=wandb`); needs `pip install "rltrain[wandb]"`."""
 
-    tensorboard: bool = True
-    """Write TensorBoard event files under `<run>/tb/`."""
+    enabled: bool = False
+    """Send metrics and the composed config to wandb; files go under `<run>/wandb/`."""
+    project: str = "rltrain"
+    """wandb project."""
+    entity: str | None = None
+    """wandb team or user (None: your default entity)."""
+    group: str | None = None
+    """Group runs in the wandb UI (e.g. one group per sweep)."""
+    tags: list[str] = field(default_factory=list)
+    """Tags of the wandb run."""
+    name: str | None = None
+    """Run name (None: the last two parts of the run dir, e.g. `2024-05-01/12-00-00`)."""
+    mode: str | None = None
+    """online, offline or disabled; None lets `WANDB_MODE` decide (online when unset)."""
+
+
+@dataclass
+class SwanlabConfig:
+    """SwanLab (`logger=swanlab`); needs `pip install "rltrain[swanlab]"`."""
+
+    enabled: bool = False
+    """Send metrics and the composed config to SwanLab; files go under `<run>/swanlog/`."""
+    project: str = "rltrain"
+    """SwanLab project."""
+    workspace: str | None = None
+    """SwanLab workspace (None: your own)."""
+    group: str | None = None
+    """Group of the experiment."""
+    tags: list[str] = field(default_factory=list)
+    """Tags of the experiment."""
+    name: str | None = None
+    """Experiment name (None: the last two parts of the run dir)."""
+    mode: str = "offline"
+    """offline (files only; `swanlab sync` uploads later), online, local (needs
+    `swanlab[dashboard]`) or disabled."""
+
+
+@dataclass
+class LoggerConfig:
+    """Where metrics go. Console output is always on, and so is `<run>/metrics.csv` unless
+    `csv=false`. Each `logger=` option switches one backend on; `logger=[tensorboard,wandb]`
+    combines them."""
+
+    tensorboard: bool = False
+    """Write TensorBoard event files under `<run>/tb/` (on with `logger=tensorboard`, the default)."""
     csv: bool = True
-    """Write `<run>/metrics.csv` (one row per log step)."""
+    """Write every logged scalar to `<run>/metrics.csv` (long format: step,time,name,value)."""
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    swanlab: SwanlabConfig = field(default_factory=SwanlabConfig)
     log_interval: float = 5.0
     """Seconds between plain progress lines when stdout is not a terminal."""
     log_freq: float = 1000
     """Write training metrics once per this many env steps (0: after every update)."""
+    log_norm_stats: bool = False
+    """Also log the normalizers' statistics: `norm/obs_mean/<i>`, `norm/obs_std/<i>` per
+    observation dimension, `norm/reward_std` (the reward divisor) and their sample counts."""
+    extra_log_keys: list[str] = field(default_factory=list)
+    """Top-level keys of the env's step `info` to log as `extra/<key>` (numeric scalars only)."""
 
 
 @dataclass
@@ -177,9 +249,33 @@ class EvalRunConfig:
     """Device to run the policy on."""
     num_envs: int = 5
     """Parallel evaluation environments."""
+    video: bool = False
+    """Write an MP4 of each recorded episode to `<run>/eval/videos/` (needs `pip install
+    "rltrain[video]"`)."""
+    video_episodes: int | None = 3
+    """With `video=true`: how many of the evaluated episodes to record (null: all of them)."""
+
+
+@dataclass
+class ExportConfig:
+    """`rltrain export`: write the deterministic policy as ONNX or TorchScript, then check it."""
+
+    ckpt: str = MISSING
+    """Checkpoint file, or a run directory (then `checkpoints/latest.pt` is used)."""
+    format: str = "onnx"
+    """`onnx` (needs `pip install "rltrain[export]"`) or `torchscript`."""
+    out: str | None = None
+    """Output file (null: `<run>/export/policy.onnx` or `<run>/export/policy.pt`)."""
+    check_samples: int = 1000
+    """Random observations on which the export must give the torch policy's actions."""
+    seed: int = 0
+    """Seed of those random observations."""
 
 
 _PROGRESS = ("auto", "bar", "plain", "off")
+_ENV_BACKENDS = ("gymnasium", "torch")
+_WANDB_MODES = (None, "online", "offline", "disabled")
+_SWANLAB_MODES = ("offline", "local", "online", "disabled")
 
 
 def register_configs(env_ids: Iterable[str] | None = None) -> None:
@@ -196,8 +292,10 @@ def register_configs(env_ids: Iterable[str] | None = None) -> None:
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="eval_schema", node=EvalRunConfig)
+    cs.store(name="export_schema", node=ExportConfig)
     cs.store(group="env", name="env_schema", node=EnvConfig)
-    cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+    # no logger schema node: conf/logger/*.yaml each switch one backend on and must not reset the
+    # others when listed together (`logger=[tensorboard,wandb]`); TrainConfig types their fields
     for name, spec in ALGOS.items():
         cs.store(group="algo", name=f"{name}_schema", node=spec.config)
     _register_env_options(cs, env_ids)
@@ -209,7 +307,8 @@ def _yaml_names(group: str) -> set[str]:
 
 
 def _register_env_options(cs: Any, env_ids: Iterable[str] | None) -> None:
-    """Let `env=<gymnasium id>` work: aliases of shipped YAMLs, and a generic node for the rest."""
+    """Let `env=<gymnasium id>` work: aliases of shipped YAMLs, and a generic node for the rest
+    (`env=module:EnvId` too: its module is imported, and checked, when the config is)."""
     import gymnasium as gym
 
     env_yamls = _yaml_names("env")
@@ -227,7 +326,8 @@ def _register_env_options(cs: Any, env_ids: Iterable[str] | None) -> None:
                     node={"defaults": [preset]},
                     package="_global_",
                 )
-    for gym_id in gym.registry if env_ids is None else [i for i in env_ids if i in gym.registry]:
+    named = [i for i in env_ids or () if i in gym.registry or ":" in i]
+    for gym_id in gym.registry if env_ids is None else named:
         if gym_id in canonical or gym_id in env_yamls:
             continue
         group, _, name = gym_id.rpartition("/")
@@ -276,14 +376,27 @@ def validate(cfg: TrainConfig) -> TrainConfig:
             raise UserError(f"{name}={value} must be > 0")
     if cfg.env.vectorization not in ("sync", "async"):
         raise UserError(f"env.vectorization={cfg.env.vectorization!r}: choose sync or async")
+    if cfg.env.backend not in _ENV_BACKENDS:
+        raise UserError(f"env.backend={cfg.env.backend!r}: choose {' or '.join(_ENV_BACKENDS)}")
     if cfg.progress not in _PROGRESS:
         raise UserError(f"progress={cfg.progress!r}: choose one of {', '.join(_PROGRESS)}")
     if cfg.checkpoint.keep_last < 0:
         raise UserError(f"checkpoint.keep_last={cfg.checkpoint.keep_last} must be >= 0")
+    _validate_logger(cfg.logger)
     validate_algo = getattr(cfg.algo, "validate", None)
     if validate_algo is not None:
         validate_algo(cfg)
     return cfg
+
+
+def _validate_logger(cfg: LoggerConfig) -> None:
+    """Modes of the service loggers (checked here so a typo fails before the run starts)."""
+    if cfg.wandb.mode not in _WANDB_MODES:
+        raise UserError(f"logger.wandb.mode={cfg.wandb.mode!r}: choose online, offline, disabled "
+                        f"or null (then WANDB_MODE decides)")
+    if cfg.swanlab.mode not in _SWANLAB_MODES:
+        raise UserError(f"logger.swanlab.mode={cfg.swanlab.mode!r}: choose one of "
+                        f"{', '.join(_SWANLAB_MODES)}")
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:

@@ -67,8 +67,11 @@ def render() -> str:
         EnvConfig,
         EvalConfig,
         EvalRunConfig,
+        ExportConfig,
         LoggerConfig,
+        SwanlabConfig,
         TrainConfig,
+        WandbConfig,
     )
     from rltrain.registry import ALGOS
 
@@ -76,12 +79,15 @@ def render() -> str:
     for title, cls, prefix in (("Environment (`env=`)", EnvConfig, "env."),
                                ("Evaluation during training", EvalConfig, "eval."),
                                ("Checkpoints", CheckpointConfig, "checkpoint."),
-                               ("Loggers (`logger=`)", LoggerConfig, "logger.")):
+                               ("Loggers (`logger=`)", LoggerConfig, "logger."),
+                               ("wandb (`logger=wandb`)", WandbConfig, "logger.wandb."),
+                               ("SwanLab (`logger=swanlab`)", SwanlabConfig, "logger.swanlab.")):
         parts += [f"## {title}", table(cls, prefix)]
     for name, spec in ALGOS.items():
         parts += [f"## Algorithm `algo={name}` ({spec.family.replace('_', '-')})",
                   table(spec.config, "algo.")]
     parts += ["## `rltrain eval`", table(EvalRunConfig, "")]
+    parts += ["## `rltrain export`", table(ExportConfig, "")]
     return "\n\n".join(parts) + "\n"
 
 

@@ -19,11 +19,16 @@ from rltrain.registry import closest
 
 
 def check_overrides(overrides: list[str]) -> None:
-    """Compose `config` with `overrides` (first value of each sweep) and validate the result."""
+    """Compose `config` with `overrides` (first value of each sweep) and validate the result,
+    including that the packages of the chosen loggers are installed and that the env resolves."""
     from rltrain.config import to_train_config
+    from rltrain.envs.make import check_env
+    from rltrain.loggers.base import check_backends
 
     cfg = compose_checked("config", first_of_sweeps(overrides))
-    to_train_config(cfg)
+    train_cfg = to_train_config(cfg)
+    check_backends(train_cfg.logger)
+    check_env(train_cfg.env)  # imports what env.id / env.imports name: a bad one fails here
 
 
 def first_of_sweeps(overrides: list[str]) -> list[str]:
@@ -49,8 +54,25 @@ def first_of_sweeps(overrides: list[str]) -> list[str]:
     return out
 
 
+def env_import_overrides(argv: list[str]) -> list[str]:
+    """`argv` with `env.import=m` (and `env.imports=m`) spelled `env.imports=[m]`: the field is
+    a list named `imports` (`import` is a Python keyword), but one module name is fine to type."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and key in ("env.import", "env.imports"):
+            simple = value and not value.startswith("[") and "," not in value
+            arg = f"env.imports={f'[{value}]' if simple else value}"
+        out.append(arg)
+    return out
+
+
 def env_choices(argv: list[str]) -> list[str]:
-    """Every value given to the `env` group on a command line, sweeps included."""
+    """Every value given to the `env` group on a command line, sweeps included. The modules of
+    `env.imports=` are imported first, so that the ids they register count as gymnasium ids."""
+    from rltrain.envs.custom import import_modules
+
+    import_modules(_env_imports(argv))
     values: list[str] = []
     for arg in argv:
         if not arg.startswith(("env=", "+env=")):
@@ -61,6 +83,21 @@ def env_choices(argv: list[str]) -> list[str]:
         except Exception:  # malformed: compose will report it
             continue
     return [str(v) for v in values]
+
+
+def _env_imports(argv: list[str]) -> list[str]:
+    """The module names given to `env.imports=` (after `env_import_overrides`)."""
+    names: list[str] = []
+    for arg in argv:
+        if not arg.startswith("env.imports="):
+            continue
+        try:
+            (ov,) = OverridesParser.create().parse_overrides([arg])
+        except Exception:  # malformed: compose will report it
+            continue
+        value = ov.value()
+        names += [str(v) for v in value] if isinstance(value, list) else []
+    return names
 
 
 def compose_checked(config_name: str, overrides: list[str]) -> DictConfig:
@@ -103,7 +140,30 @@ def explain(exc: BaseException) -> str:
             key = _full_key(exc)
             where = f"{key}=" if key else ""
             return f"{where}{m.group(1)}: expected {m.group(3).lower()}, got {m.group(2)}"
+    m = re.search(r"Could not override '([^']+)'\.\s+To append to your config use (\S+)", text)
+    if m is not None:  # a new key of a free-form dict such as env.kwargs
+        return f"{m.group(1)} is not set yet: add it with a leading +, as `{m.group(2)}`"
+    for cause in _chain(exc):
+        m = re.search(r"Invalid (?:type|value) assigned: (\w+) is not (?:a subclass of |an? )?(\w+)",
+                      str(cause))
+        if m is not None:
+            return f"{_full_key(exc) or 'override'}: expected {_shape(m.group(2))}, got {m.group(1)}"
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def _shape(type_name: str) -> str:
+    """`a list [a, b]`, or `a mapping {name: ..., kwargs: ...}` for a config dataclass."""
+    import dataclasses
+
+    from rltrain import config
+
+    if type_name in ("ListConfig", "list"):
+        return "a list like [a, b]"
+    cls = getattr(config, type_name, None)
+    if cls is not None and dataclasses.is_dataclass(cls):
+        keys = ", ".join(f"{f.name}: ..." for f in dataclasses.fields(cls))
+        return f"a mapping {{{keys}}}"
+    return f"a {type_name}"
 
 
 def _chain(exc: BaseException | None):

@@ -100,9 +100,10 @@ def test_smoke_debug_mode_works_with_the_cartpole_preset():
         pytest.fail(f"`rltrain debug=smoke env=CartPole-v1` is refused: {exc}")
 
 
-def test_logger_none_turns_off_files():
+def test_logger_none_turns_off_tensorboard_and_keeps_metrics_csv():
     cfg = train_config("logger=none")
-    assert (cfg.logger.tensorboard, cfg.logger.csv) == (False, False)
+    assert (cfg.logger.tensorboard, cfg.logger.csv) == (False, True)
+    assert (cfg.logger.wandb.enabled, cfg.logger.swanlab.enabled) == (False, False)
 
 
 def test_step_counts_accept_scientific_notation_and_become_ints():

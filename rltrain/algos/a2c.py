@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import explained_variance, grad_norm_step, set_lr
+from rltrain.algos.base import adam, explained_variance, grad_norm_step, set_lr
 from rltrain.algos.ppo import ActorCritic
 from rltrain.config import AlgoConfig
 from rltrain.errors import UserError
@@ -66,7 +66,7 @@ def make_optimizer(cfg: A2CConfig, params: list[torch.Tensor]) -> torch.optim.Op
         return torch.optim.RMSprop(params, lr=cfg.lr, alpha=cfg.rmsprop_alpha,
                                    eps=cfg.optimizer_eps)
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.optimizer_eps)
+        return adam(params, cfg.lr, eps=cfg.optimizer_eps)
     raise UserError(f"algo.optimizer={cfg.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
 
 

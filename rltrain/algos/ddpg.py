@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import polyak_update, td_target
+from rltrain.algos.base import adam, polyak_update, td_target
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.continuous import DeterministicActor, QEnsemble, add_gaussian_noise
@@ -52,15 +52,6 @@ def check_lrs(cfg: Any, names: tuple[str, ...]) -> None:
 def pick_lr(lr: float | None, cfg: Any) -> float:
     """`lr` when set, else the algorithm's shared `cfg.lr`."""
     return cfg.lr if lr is None else lr
-
-
-def adam(params: Any, lr: float) -> torch.optim.Adam:
-    """Adam, fused where this torch build supports it on the parameters' device (much faster)."""
-    params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=lr, fused=True)
-    except (RuntimeError, TypeError, ValueError):  # older torch, or a device without a fused kernel
-        return torch.optim.Adam(params, lr=lr)
 
 
 class DDPG:

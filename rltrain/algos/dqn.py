@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rltrain.algos.base import grad_norm_step, polyak_update, set_lr, td_target
+from rltrain.algos.base import adam, grad_norm_step, polyak_update, set_lr, td_target
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.q import QNetwork
@@ -96,7 +96,7 @@ class DQN:
                               cfg.dueling).to(self.device)
         self.q_target = copy.deepcopy(self.q_net).requires_grad_(False)
         self.policy = self.q_net
-        self.optimizer = torch.optim.Adam(self.q_net.parameters(), lr=cfg.lr)
+        self.optimizer = adam(self.q_net.parameters(), cfg.lr)
         self._params = list(self.q_net.parameters())
         self.next_target_update = cfg.target_update_interval
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rltrain.algos.base import explained_variance, grad_norm_step, mean_metrics, set_lr
+from rltrain.algos.base import adam, explained_variance, grad_norm_step, mean_metrics, set_lr
 from rltrain.config import AlgoConfig
 from rltrain.errors import UserError
 from rltrain.nets.heads import CategoricalHead, GaussianHead
@@ -96,7 +96,7 @@ class PPO:
     def __init__(self, cfg: PPOConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
         self.policy = ActorCritic(spec, cfg).to(self.device)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.lr, eps=1e-5)
+        self.optimizer = adam(self.policy.parameters(), cfg.lr, eps=1e-5)
         self._params = list(self.policy.parameters())
 
     @torch.no_grad()

@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import polyak_update, td_target, twin_critic_step
-from rltrain.algos.ddpg import adam, check_lrs, pick_lr
+from rltrain.algos.base import adam, polyak_update, td_target, twin_critic_step
+from rltrain.algos.ddpg import check_lrs, pick_lr
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
@@ -75,6 +75,9 @@ class SAC:
         self.target_entropy = (-float(spec.action_dim) if cfg.target_entropy is None
                                else float(cfg.target_entropy))
         self.policy = self.actor
+        self._actor_inputs = list(self.actor.parameters())
+        if cfg.autotune_alpha:
+            self._actor_inputs.append(self.log_alpha)
         self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
         self._actor_metrics: dict[str, float] = {}
 
@@ -114,23 +117,25 @@ class SAC:
         return twin_critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
 
     def _actor_alpha_step(self, obs: torch.Tensor) -> dict[str, float]:
+        """One backward pass for the actor loss and (when tuned) the temperature loss.
+
+        The α loss −log α (log π + H_target) uses the detached log π, and the actor loss the
+        detached α, so summing them leaves each gradient what it would be alone (α grows when
+        the entropy is below the target); the critics get no gradient (`inputs=`).
+        """
         action, log_prob = self.actor(obs)
         q = self.critic(obs, action).min(0).values
         loss = (self.alpha * log_prob - q).mean()
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        loss.backward(inputs=list(self.actor.parameters()))  # no gradient into the critics
-        self.actor_optimizer.step()
-        log_prob = log_prob.detach()
+        total = loss
         if self.cfg.autotune_alpha:
-            self._alpha_step(log_prob)
-        return {"train/actor_loss": loss.item(), "train/entropy": -log_prob.mean().item()}
-
-    def _alpha_step(self, log_prob: torch.Tensor) -> None:
-        """Descend −log α (log π + H_target): α grows when the entropy is below the target."""
-        loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
+            total = loss - (self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+        self.actor_optimizer.zero_grad(set_to_none=True)
         self.alpha_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.alpha_optimizer.step()
+        total.backward(inputs=self._actor_inputs)
+        self.actor_optimizer.step()
+        if self.cfg.autotune_alpha:
+            self.alpha_optimizer.step()
+        return {"train/actor_loss": loss.item(), "train/entropy": -log_prob.detach().mean().item()}
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, target, optimizers, log α and the update counter as plain data."""

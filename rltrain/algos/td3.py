@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import polyak_update, td_target, twin_critic_step
-from rltrain.algos.ddpg import adam, check_lrs, pick_lr
+from rltrain.algos.base import adam, polyak_update, td_target, twin_critic_step
+from rltrain.algos.ddpg import check_lrs, pick_lr
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.continuous import DeterministicActor, TwinQ, add_gaussian_noise

@@ -14,12 +14,29 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rltrain.envs.extras import vector_extras
 from rltrain.errors import UserError
 from rltrain.types import EnvSpec, StepResult
 
 
 class VecEnv(Protocol):
-    """A batch of environments with torch tensors in and out, on the training device."""
+    """A batch of environments with torch tensors in and out, on the training device.
+
+    Implemented by `GymVecEnv` (gymnasium), the native torch envs of `envs/native/`, and any
+    user class built by a batched factory (`env.id=module:factory`, see `envs/custom.py`).
+
+    - `reset(seed)` -> obs `[N, *obs_shape]` float32.
+    - `step(action)`: discrete actions are long `[N]`, Box actions `[N, dim]` in [-1, 1] (the env
+      rescales them). Returns `StepResult`: `reward` float32 `[N]`, `terminated` / `truncated`
+      bool `[N]` (never both), rows that ended already reset in `obs` (SAME_STEP autoreset),
+      their true last observation in `final_obs`.
+    - `info` may hold `"episode"`: `{"index", "return", "length"}` numpy arrays over the rows
+      that ended this step and int `"terminated"` / `"truncated"` counts (episode statistics
+      and evaluation read it); `"reward_components"`: `{name: [N]}` this step's reward parts;
+      `"log"`: `{key: scalar or [N]}`.
+    - Optional: `sim_state() -> dict` of tensors and `load_sim_state(dict) -> bool`, so that
+      `resume=` continues mid-episode exactly (`envs/make.py`, `resume_state`).
+    """
 
     spec: EnvSpec
     device: torch.device
@@ -46,8 +63,12 @@ class GymVecEnv:
     Box actions: algorithms act in [-1, 1]; `to_env_action` is the single place that clips and
     rescales them to the env's bounds (unbounded dimensions pass through unchanged).
     Raw episode returns and lengths are tracked here, before any reward scaling, and reported in
-    `info["episode"]` for the rows that ended.
+    `info["episode"]` for the rows that ended. The envs' `reward_components` and `log` infos,
+    and the top-level info keys named in `log_keys`, are forwarded (see `envs/extras.py`).
     """
+
+    log_keys: tuple[str, ...] = ()
+    """Top-level info keys forwarded as `info["log"][key]` (set from `logger.extra_log_keys`)."""
 
     def __init__(self, venv: gym.vector.VectorEnv, device: torch.device | str = "cpu"):
         self.venv = venv
@@ -94,7 +115,7 @@ class GymVecEnv:
             final_obs = obs.copy()
             for i in np.flatnonzero(info["_final_obs"]):
                 final_obs[i] = info["final_obs"][i]
-        out_info: dict[str, Any] = {}
+        out_info: dict[str, Any] = vector_extras(info, self.log_keys)
         self._ep_return += reward
         self._ep_length += 1
         done = terminated | truncated

@@ -17,7 +17,7 @@ class CategoricalHead(nn.Module):
         nn.init.zeros_(self.logits.bias)
 
     def forward(self, features: torch.Tensor) -> Categorical:
-        return Categorical(logits=self.logits(features))
+        return Categorical(logits=self.logits(features), validate_args=False)
 
     @staticmethod
     def log_prob(dist: Categorical, action: torch.Tensor) -> torch.Tensor:
@@ -45,7 +45,7 @@ class GaussianHead(nn.Module):
 
     def forward(self, features: torch.Tensor) -> Normal:
         mean = self.mean(features)
-        return Normal(mean, self.log_std.clamp(-20.0, 2.0).exp().expand_as(mean))
+        return Normal(mean, self.log_std.clamp(-20.0, 2.0).exp().expand_as(mean), validate_args=False)
 
     @staticmethod
     def log_prob(dist: Normal, action: torch.Tensor) -> torch.Tensor:

@@ -47,7 +47,6 @@ def run_off_policy(runner: Runner) -> None:
     cfg, env, algo, state = runner.cfg.algo, runner.env, runner.algo, runner.state
     replay = runner.replay = getattr(runner, "replay", None) or make_replay(runner)
     obs, n = runner.obs, env.spec.num_envs
-    t_act = t_update = 0.0
     while state.global_step < state.total_timesteps and not state.stop:
         runner.fire("pre_iteration")
         # ---- one vector-env step: random before learning_starts, then the policy -------------
@@ -72,7 +71,7 @@ def run_off_policy(runner: Runner) -> None:
             state.metrics = mean_metrics(rows)
             runner.fire("post_update")
         state.iteration += 1
-        t_act, t_update = t_act + t1 - t0, t_update + time.perf_counter() - t1
-        state.metrics.update({"buffer/size": float(replay.size), "time/act_env_s": t_act,
-                              "time/update_s": t_update})
+        runner.timer.add("rollout", t1 - t0)
+        runner.timer.add("update", time.perf_counter() - t1)
+        state.metrics["buffer/size"] = float(replay.size)
         runner.end_iteration()

@@ -48,11 +48,10 @@ def run_on_policy(runner: Runner) -> None:
         state.iteration += 1
         runner.fire("post_update")
         # ---- log, evaluate, checkpoint --------------------------------------------------
-        t2 = time.perf_counter()
+        runner.timer.add("rollout", t1 - t0)
+        runner.timer.add("update", time.perf_counter() - t1)
         state.metrics.update({
             "rollout/mean_reward": float(buf.rewards.mean()),
             "rollout/mean_value": float(buf.values.mean()),
-            "time/rollout_s": t1 - t0,
-            "time/update_s": t2 - t1,
         })
         runner.end_iteration()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rltrain import checkpoint
-from rltrain.config import TrainConfig, config_to_dict, to_train_config
+from rltrain.config import TrainConfig, to_train_config
 from rltrain.envs.make import load_resume_state, resume_state
 from rltrain.errors import UserError
 
@@ -27,7 +27,7 @@ def make_payload(runner: Runner) -> dict[str, Any]:
     """The checkpoint dict of a run: plain tensors and data only (see `rltrain.checkpoint`)."""
     s = runner.state
     payload = {
-        "config": config_to_dict(runner.cfg),
+        "config": runner.config_dict,
         "algo": runner.algo.state_dict(),
         "env": resume_state(runner.env),
         "counters": {"global_step": s.global_step, "iteration": s.iteration,

@@ -12,11 +12,13 @@ import numpy as np
 import torch
 
 from rltrain import checkpoint
-from rltrain.config import TrainConfig
+from rltrain.config import TrainConfig, config_to_dict
+from rltrain.envs.extras import set_log_keys
 from rltrain.envs.make import env_state, load_env_state, make_env
 from rltrain.evaluate import eval_metrics, run_episodes
 from rltrain.loggers.base import build_loggers
 from rltrain.loggers.console import ConsoleProgress
+from rltrain.loggers.norm_stats import normalizer_metrics
 from rltrain.registry import check_action_space, get_algo_spec
 from rltrain.report.plot import write_run_curve
 from rltrain.runner.callbacks import Callback, Callbacks, LoopState
@@ -24,6 +26,7 @@ from rltrain.runner.episodes import EpisodeTracker
 from rltrain.runner.guards import check_metrics, check_parameters
 from rltrain.runner.interrupt import GracefulStop
 from rltrain.runner.resume import make_payload, restore
+from rltrain.runner.timing import SectionTimer
 
 log = logging.getLogger("rltrain")
 
@@ -56,6 +59,8 @@ class Runner:
                  callbacks: dict[str, list[Callback]] | None = None,
                  resume_from: dict[str, Any] | None = None):
         self.cfg = cfg
+        # the plain dict checkpoints store; built once (it took ~12 ms, half of each save)
+        self.config_dict = config_to_dict(cfg)
         self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir()
         self.device = resolve_device(cfg.device)
         if cfg.torch_threads > 0:
@@ -73,11 +78,13 @@ class Runner:
             for fn in fns:
                 self.callbacks.add(event, fn)
         self.state = LoopState(total_timesteps=int(cfg.total_timesteps))
-        self.episodes = EpisodeTracker()
+        self.episodes = EpisodeTracker(extra_keys=cfg.logger.extra_log_keys)
+        set_log_keys(self.env, cfg.logger.extra_log_keys)
         self.obs = self.env.reset(seed=cfg.seed)
         # next env step at which to evaluate / checkpoint / log (0 = never for eval and ckpt)
         self.schedule = {"eval": cfg.eval.freq, "ckpt": cfg.checkpoint.freq, "log": 0}
         self.stopper = GracefulStop(self.state, self.run_dir)
+        self.timer = SectionTimer()
         if resume_from is not None:
             restore(self, resume_from)
 
@@ -95,7 +102,8 @@ class Runner:
         from rltrain.runner.on_policy import run_on_policy
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.loggers = build_loggers(self.cfg.logger, self.run_dir, purge_step=self.state.global_step)
+        self.loggers = build_loggers(self.cfg.logger, self.run_dir, purge_step=self.state.global_step,
+                                     config=self.config_dict)
         self.progress = ConsoleProgress(self.state.total_timesteps, self.cfg.progress,
                                         self.cfg.logger.log_interval, start=self.state.global_step)
         log.info("training %s on %s for %s env steps (%d envs, device %s) -> %s",
@@ -141,11 +149,15 @@ class Runner:
         state, step, sched = self.state, self.state.global_step, self.schedule
         check_metrics(state.metrics, step)
         if step >= sched["log"]:
-            sched["log"] = step + self.cfg.logger.log_freq
-            metrics = dict(state.metrics)
-            metrics.update(self.episodes.metrics())
-            metrics["time/sps"] = self.progress.sps(step)
-            self.loggers.log(metrics, step)
+            with self.timer("log"):
+                sched["log"] = step + self.cfg.logger.log_freq
+                metrics = dict(state.metrics)
+                metrics.update(self.episodes.metrics())
+                if self.cfg.logger.log_norm_stats:
+                    metrics.update(normalizer_metrics(self.env))
+                metrics.update(self.timer.metrics())
+                metrics["time/sps"] = self.progress.sps(step)
+                self.loggers.log(metrics, step)
         self.progress.update(step, self.episodes.mean_return)
         if sched["eval"] and step >= sched["eval"]:
             sched["eval"] += self.cfg.eval.freq
@@ -162,8 +174,9 @@ class Runner:
         """Deterministic episodes on the eval env; keeps `best.pt` up to date."""
         load_env_state(self.eval_env, env_state(self.env))
         cfg = self.cfg.eval
-        result = run_episodes(self.algo.policy, self.eval_env, cfg.episodes, cfg.deterministic,
-                              seed=self.cfg.seed + 10_000)
+        with self.timer("eval"):
+            result = run_episodes(self.algo.policy, self.eval_env, cfg.episodes, cfg.deterministic,
+                                  seed=self.cfg.seed + 10_000)
         result["step"] = self.state.global_step
         self.state.last_eval = result
         self.loggers.log(eval_metrics(result), self.state.global_step)
@@ -182,8 +195,9 @@ class Runner:
 
     def save(self, name: str, periodic: bool = False) -> Path:
         """Write a checkpoint under `<run>/checkpoints/` (never one with non-finite weights)."""
-        self._check_weights()
-        path = checkpoint.save(make_payload(self), self.run_dir / "checkpoints" / name)
-        if periodic:
-            checkpoint.prune(self.run_dir / "checkpoints", self.cfg.checkpoint.keep_last)
+        with self.timer("checkpoint"):
+            self._check_weights()
+            path = checkpoint.save(make_payload(self), self.run_dir / "checkpoints" / name)
+            if periodic:
+                checkpoint.prune(self.run_dir / "checkpoints", self.cfg.checkpoint.keep_last)
         return path

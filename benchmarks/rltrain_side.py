@@ -1,0 +1,178 @@
+"""The rltrain side of the speed benchmark: time to threshold, throughput and scaling.
+
+Time to threshold follows the issue's protocol: evaluate every 2,000 env steps (at the first
+iteration end past each multiple; an on-policy rollout is one policy, so evaluating inside it would
+only repeat the previous update's policy) with 5 deterministic episodes, and keep the time spent
+running evaluation episodes off the training clock. Checkpoint writes and logging stay on it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# Overrides on top of each task's tuned preset (conf/tuned/). `speed` rows are what the
+# benchmark runs by default; each list is exactly what a user would type on the command line.
+COMMON = ["progress=off", "logger=none", "checkpoint.freq=0", "eval.num_envs=5"]
+
+
+def compose(algo: str, env: str, seed: int, overrides: list[str]) -> Any:
+    """A validated `TrainConfig` composed exactly as the CLI composes it."""
+    from rltrain.config import register_configs, to_train_config
+    from rltrain.overrides import compose_checked, env_choices
+
+    ov = [f"algo={algo}", f"env={env}", f"seed={seed}", *COMMON, *overrides]
+    register_configs(env_choices(ov))
+    return to_train_config(compose_checked("config", ov))
+
+
+def time_to_threshold(algo: str, env: str, seed: int, threshold: float,
+                      overrides: list[str], eval_every: int = 2000, eval_episodes: int = 5,
+                      budget: int | None = None) -> dict[str, Any]:
+    """Train one seed; returns steps and training seconds to the first eval ≥ `threshold`."""
+    import rltrain.runner.runner as runner_mod
+    from rltrain.runner.runner import Runner
+
+    extra = [f"eval.freq={eval_every}", f"eval.episodes={eval_episodes}"]
+    if budget is not None:
+        extra.append(f"total_timesteps={budget}")
+    cfg = compose(algo, env, seed, [*overrides, *extra])
+    clock = {"eval": 0.0}
+    curve: list[tuple[int, float, float]] = []
+    original = runner_mod.run_episodes
+
+    def timed_episodes(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        t = time.perf_counter()
+        result = original(*args, **kwargs)
+        clock["eval"] += time.perf_counter() - t
+        return result
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = Runner(cfg, Path(tmp) / "run")
+        start = 0.0
+
+        def record(state: Any) -> None:
+            last = state.last_eval
+            if last is not None and (not curve or curve[-1][0] != last["step"]):
+                seconds = time.perf_counter() - start - clock["eval"]
+                curve.append((last["step"], seconds, last["mean_reward"]))
+
+        runner.add_callback("post_iteration", record)
+        runner_mod.run_episodes = timed_episodes
+        try:
+            start = time.perf_counter()
+            final = runner.run()
+            train_seconds = time.perf_counter() - start - clock["eval"]
+        finally:
+            runner_mod.run_episodes = original
+    record(runner.state)  # the final evaluation, when it ran after the last iteration
+    return summarize_curve(curve, threshold, final["mean_reward"], train_seconds,
+                           runner.state.global_step)
+
+
+def summarize_curve(curve: list[tuple[int, float, float]], threshold: float, final_return: float,
+                    train_seconds: float, total_steps: int) -> dict[str, Any]:
+    """The benchmark record of one run (same keys as the SB3 side)."""
+    hit = next(((s, t) for s, t, r in curve if r >= threshold), None)
+    return {
+        "steps_to_threshold": hit[0] if hit else None,
+        "seconds_to_threshold": hit[1] if hit else None,
+        "final_return": final_return,
+        "solved": hit is not None and final_return >= threshold,
+        "train_seconds": train_seconds,
+        "total_steps": total_steps,
+        "sps": total_steps / train_seconds if train_seconds > 0 else float("nan"),
+        "curve": curve,
+    }
+
+
+def collection_sps(env: str, num_envs: int, vectorization: str = "sync", backend: str = "gymnasium",
+                   algo: str = "ppo", seconds: float = 2.0) -> float:
+    """Env steps/s of the on-policy rollout loop (act + env step + buffer add), untrained policy."""
+    import torch
+
+    from rltrain.buffers.rollout import RolloutBuffer
+    from rltrain.runner.runner import Runner
+
+    overrides = [f"env.num_envs={num_envs}", f"env.vectorization={vectorization}",
+                 f"env.backend={backend}", "algo.n_steps=64", "algo.batch_size=64"]
+    cfg = compose(algo, env, 0, overrides)
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = Runner(cfg, Path(tmp))
+        spec, policy = runner.env.spec, runner.algo
+        shape = () if spec.action_kind == "discrete" else (spec.action_dim,)
+        dtype = torch.long if spec.action_kind == "discrete" else torch.float32
+        buf = RolloutBuffer(64, num_envs, spec.obs_shape, shape, dtype, runner.device)
+        obs, steps, rounds = runner.obs, 0, 0
+        t0 = time.perf_counter()
+        while True:
+            buf.step = 0
+            for _ in range(64):
+                action, log_prob, value = policy.act(obs)
+                res = runner.env.step(action)
+                buf.add(obs, action, log_prob, value, res.reward, res.terminated, res.truncated)
+                runner.episodes.record(res)
+                obs = res.obs
+            steps += 64 * num_envs
+            rounds += 1
+            elapsed = time.perf_counter() - t0
+            if rounds == 1:  # warm-up round off the clock
+                steps, t0 = 0, time.perf_counter()
+            elif elapsed >= seconds:
+                break
+        runner.env.close()
+        runner.eval_env.close()
+    return steps / elapsed
+
+
+def ppo_minibatch_updates_per_second(env: str = "CartPole-v1", batch_size: int = 256,
+                                     seconds: float = 2.0) -> float:
+    """PPO minibatch gradient steps per second on a random rollout of the env's shapes."""
+    import torch
+
+    from rltrain.registry import get_algo_spec
+    from rltrain.types import RolloutBatch
+
+    cfg = compose("ppo", env, 0, [f"algo.batch_size={batch_size}", "algo.n_epochs=1",
+                                  f"algo.n_steps={batch_size * 8}", "env.num_envs=1"])
+    from rltrain.envs.make import make_env
+
+    venv = make_env(cfg.env, "cpu", num_envs=1)
+    algo = get_algo_spec("ppo").build(cfg.algo, venv.spec, "cpu")
+    venv.close()
+    n = batch_size * 8
+    obs = torch.randn(n, *venv.spec.obs_shape)
+    actions, log_probs, values = algo.act(obs)
+    batch = RolloutBatch(obs, actions, log_probs, values, torch.randn(n), torch.randn(n))
+    return _rate(lambda: algo.update(batch), 8, seconds)
+
+
+def sac_gradient_steps_per_second(env: str = "Pendulum-v1", seconds: float = 2.0) -> float:
+    """SAC gradient steps per second (critic + actor + α) with the tuned preset's sizes."""
+    import torch
+
+    from rltrain.envs.make import make_env
+    from rltrain.registry import get_algo_spec
+    from rltrain.types import TransitionBatch
+
+    cfg = compose("sac", env, 0, [])
+    venv = make_env(cfg.env, "cpu", num_envs=1)
+    algo = get_algo_spec("sac").build(cfg.algo, venv.spec, "cpu")
+    venv.close()
+    b = cfg.algo.batch_size
+    obs_shape, adim = venv.spec.obs_shape, venv.spec.action_dim
+    batch = TransitionBatch(torch.randn(b, *obs_shape), torch.rand(b, adim) * 2 - 1, torch.randn(b),
+                            torch.randn(b, *obs_shape), torch.zeros(b))
+    return _rate(lambda: algo.update(batch, 10_000), 1, seconds)
+
+
+def _rate(fn: Any, per_call: int, seconds: float) -> float:
+    """Calls of `fn` per second × `per_call`, after one warm-up call."""
+    fn()
+    calls, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        fn()
+        calls += 1
+    return calls * per_call / (time.perf_counter() - t0)

@@ -1,0 +1,217 @@
+"""Your own environments: `module:Id` ids, `env.imports`, factories, and wrappers by name.
+
+`env.id` takes three forms:
+
+- `CartPole-v1`: a registered gymnasium id (registered by gymnasium, or by a module listed in
+  `env.imports`, which is imported first).
+- `my_pkg.envs:Maze-v0`: import `my_pkg.envs` (its import registers `Maze-v0`), then
+  `gymnasium.make("Maze-v0")`, exactly what gymnasium's own `module:id` form does.
+- `my_pkg.envs:make_maze`: a factory, any callable (function or class) in that module. When its
+  signature has a `num_envs` parameter it is *batched*: called once as
+  `make_maze(num_envs=N, device=torch.device, **env.kwargs)` and returns a native `VecEnv`
+  (torch tensors in and out, built without any gymnasium adapter). Otherwise it is called once
+  per env as `make_maze(**env.kwargs)` and returns a `gymnasium.Env`.
+
+`env.wrappers` lists gymnasium wrappers applied to every (non-batched) env, innermost first:
+`{name: ClipReward, kwargs: {min_reward: -1, max_reward: 1}}`; a name is a class of
+`gymnasium.wrappers` or a `module:Class`. Every failure is a one-line `UserError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+
+from rltrain.errors import UserError
+from rltrain.registry import closest
+
+
+@dataclass(frozen=True)
+class EnvSource:
+    """Where the envs of an `env.id` come from."""
+
+    env_id: str
+    """The gymnasium id to `gymnasium.make`, or the `module:name` text of a factory."""
+    factory: Callable[..., Any] | None = None
+    """None for a registered id; else the user's callable."""
+    batched: bool = False
+    """The factory builds the whole batch (`num_envs` in its signature) and returns a VecEnv."""
+
+
+def import_module(name: str) -> ModuleType:
+    """Import a user module; a failure is one line naming it and the original error.
+
+    The current folder is searched too (last), as `python -m` would: the `rltrain` script alone
+    would not find a `my_envs.py` lying beside the user.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise UserError(f"cannot import env module {name!r}: {_first_line(exc)}") from exc
+    except Exception as exc:  # the module's own code raised while importing
+        raise UserError(f"cannot import env module {name!r}: "
+                        f"{type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def import_modules(names: Iterable[str]) -> None:
+    """Import each of `names` (`env.imports`), so the ids they register exist."""
+    for name in names:
+        import_module(name)
+
+
+def resolve_env_id(env_id: str, imports: Iterable[str] = ()) -> EnvSource:
+    """What `env_id` names (see the module docstring), importing what it needs; a one-line
+    `UserError` with the closest valid names when it names nothing."""
+    import_modules(imports)
+    if ":" not in env_id:
+        check_registered(env_id)
+        return EnvSource(env_id)
+    module_name, _, name = env_id.partition(":")
+    if not module_name or not name or ":" in name:
+        raise UserError(f"env.id={env_id!r}: expected a gymnasium id, `module:EnvId` or "
+                        f"`module:factory`")
+    module = import_module(module_name)
+    if name in gym.registry:
+        return EnvSource(name)
+    obj = getattr(module, name, None)
+    if obj is None:
+        options = [*_public_callables(module), *gym.registry]
+        raise UserError(f"module {module_name!r} registers no env {name!r} and has no factory of "
+                        f"that name: {closest(name, options)}")
+    if not callable(obj):
+        raise UserError(f"env.id={env_id!r}: {name} is a {type(obj).__name__}, not a gymnasium "
+                        f"env class or an env factory")
+    return EnvSource(env_id, obj, takes_num_envs(obj))
+
+
+def check_registered(env_id: str) -> None:
+    """Raise a one-line `UserError` naming the closest ids when `env_id` is not registered."""
+    if env_id not in gym.registry:
+        raise UserError(f"unknown env {env_id!r}: {_near_ids(env_id)}")
+
+
+def _near_ids(env_id: str) -> str:
+    near = closest(env_id, list(gym.registry))
+    if near.startswith("did you mean"):
+        return near + " (an env of your own: env.id=module:EnvId or env.imports=module)"
+    return "see `rltrain --help`; an env of your own: env.id=module:EnvId or env.imports=module"
+
+
+def takes_num_envs(fn: Callable[..., Any]) -> bool:
+    """True when `fn`'s signature has a `num_envs` parameter: it builds the whole batch."""
+    try:
+        return "num_envs" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # builtins without a signature
+        return False
+
+
+def check_call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Refuse arguments `fn` cannot take, before anything is built (one line naming `what`)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise UserError(f"{what}: {exc}") from exc
+
+
+def call_factory(source: EnvSource, kwargs: dict[str, Any]) -> Any:
+    """Call the user's factory; an exception it raises becomes one line naming it."""
+    assert source.factory is not None
+    try:
+        return source.factory(**kwargs)
+    except UserError:
+        raise
+    except Exception as exc:
+        raise UserError(f"env factory {source.env_id} failed: {type(exc).__name__}: "
+                        f"{_first_line(exc)}") from exc
+
+
+def make_gym_env(source: EnvSource, kwargs: dict[str, Any], max_episode_steps: int | None,
+                 render_mode: str | None = None) -> gym.Env:
+    """One gymnasium env of a registered id or a per-env factory, with its time limit."""
+    kwargs = dict(kwargs)
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
+    if source.factory is None:
+        if max_episode_steps is not None:
+            kwargs["max_episode_steps"] = max_episode_steps
+        return gym.make(source.env_id, **kwargs)
+    env = call_factory(source, kwargs)
+    if not isinstance(env, gym.Env):
+        hint = (" (a batched env: give the factory `num_envs` and `device` parameters)"
+                if is_vec_env(env) else "")
+        raise UserError(f"env factory {source.env_id} returned an object of type {type(env).__name__}, not a "
+                        f"gymnasium.Env{hint}")
+    if max_episode_steps is not None:
+        env = gym.wrappers.TimeLimit(env, max_episode_steps)
+    return env
+
+
+def is_vec_env(obj: Any) -> bool:
+    """Duck typing of the `VecEnv` contract: a `spec` (`EnvSpec`-like), `reset` and `step`."""
+    spec = getattr(obj, "spec", None)
+    return (callable(getattr(obj, "reset", None)) and callable(getattr(obj, "step", None))
+            and all(hasattr(spec, k) for k in ("obs_shape", "action_kind", "action_dim",
+                                              "num_envs")))
+
+
+def resolve_wrapper(name: str) -> type:
+    """The wrapper class `name` names: a `gymnasium.wrappers` class or `module:Class`."""
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        cls = getattr(import_module(module_name), attr, None)
+        if cls is None:
+            raise UserError(f"unknown wrapper {name!r}: module {module_name!r} has no {attr!r}")
+    else:
+        options = [n for n in gym.wrappers.__all__ if n != "vector"]
+        if name not in options:
+            raise UserError(f"unknown wrapper {name!r}: {closest(name, options)} (or module:Class)")
+        try:
+            cls = getattr(gym.wrappers, name)
+        except ImportError as exc:  # wrappers with optional dependencies (jax, array_api_compat)
+            raise UserError(f"wrapper {name} needs a package that is missing: "
+                            f"{_first_line(exc)}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, gym.Wrapper)):
+        raise UserError(f"wrapper {name!r} is not a gymnasium.Wrapper subclass")
+    return cls
+
+
+def check_wrappers(wrappers: Iterable[Any]) -> None:
+    """Resolve every wrapper of `env.wrappers` and check its kwargs, without building anything."""
+    for w in wrappers:
+        check_call(f"env.wrappers {w.name}", resolve_wrapper(w.name), None, **dict(w.kwargs))
+
+
+def apply_wrappers(env: gym.Env, wrappers: Iterable[Any]) -> gym.Env:
+    """`env` inside each wrapper of `env.wrappers`, in order (the first is innermost)."""
+    for w in wrappers:
+        cls = resolve_wrapper(w.name)
+        try:
+            env = cls(env, **dict(w.kwargs))
+        except Exception as exc:
+            raise UserError(f"env.wrappers {w.name}: {type(exc).__name__}: "
+                            f"{_first_line(exc)}") from exc
+    return env
+
+
+def _public_callables(module: ModuleType) -> list[str]:
+    return [k for k, v in vars(module).items() if callable(v) and not k.startswith("_")]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

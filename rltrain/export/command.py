@@ -1,0 +1,77 @@
+"""`rltrain export ckpt=... format=onnx|torchscript`: write the policy, then check it."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rltrain.envs.normalize import NormalizeObs
+from rltrain.envs.vec_env import GymVecEnv
+from rltrain.errors import UserError
+from rltrain.export import formats
+from rltrain.export.check import compare_actions, sample_observations
+from rltrain.export.module import ExportedPolicy, find_layer, torch_actions
+
+
+def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = None,
+                  check_samples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Export the checkpoint's deterministic policy and compare it with the torch policy.
+
+    Returns `path`, `format`, `ok` (agreement on `check_samples` random observations),
+    `samples`, `mismatches`, `max_abs_diff`, `tolerance`, `checkpoint`, `action_kind`
+    (discrete or box), `obs_shape`, `action_shape` (per observation) and `normalized_obs`.
+    """
+    from rltrain.envs.make import make_env
+    from rltrain.evaluate import build_agent, load_checkpoint
+    from rltrain.runner.resume import run_dir_of
+
+    formats.check_format(fmt)  # a missing extra fails before anything is loaded
+    if check_samples <= 0:
+        raise UserError(f"check_samples={check_samples} must be > 0")
+    path, payload, cfg = load_checkpoint(ckpt, "cpu")
+    target = Path(out) if out else run_dir_of(path) / "export" / formats.FORMATS[fmt]
+    env = make_env(dataclasses.replace(cfg.env, vectorization="sync"), "cpu", num_envs=1,
+                   training=False)
+    try:
+        algo = build_agent(cfg, env, payload, path, "cpu")
+        policy = algo.policy.eval()
+        module = ExportedPolicy(policy, env)
+        gym_env, norm = find_layer(env, GymVecEnv), find_layer(env, NormalizeObs)
+        assert isinstance(gym_env, GymVecEnv)
+        space = gym_env.venv.single_observation_space
+        stats = norm if isinstance(norm, NormalizeObs) else None
+        obs = sample_observations(space, stats, check_samples, seed)
+        # A batch of 2 as the example: torch.export would specialize the batch dim to a 1.
+        example = torch.as_tensor(sample_observations(space, stats, 2, seed + 1))
+        formats.write(fmt, module, example, target)
+        reference = torch_actions(policy, env, obs)
+    finally:
+        env.close()
+    exported = formats.load(fmt, target)(obs)
+    scale = float(module.action_half_range.max()) if module.action_half_range.numel() else 1.0
+    agreement = compare_actions(exported, reference, module.discrete, scale)
+    return {"path": str(target), "format": fmt, "ok": agreement.ok, "samples": agreement.samples,
+            "mismatches": agreement.mismatches, "max_abs_diff": agreement.max_abs_diff,
+            "tolerance": agreement.tolerance, "checkpoint": str(path),
+            "action_kind": "discrete" if module.discrete else "box",
+            "obs_shape": list(space.shape), "action_shape": list(reference.shape[1:]),
+            "normalized_obs": module.normalize}
+
+
+def agreement_line(result: dict[str, Any]) -> str:
+    """The one-line verdict the command prints (also the error message when it fails)."""
+    name, n = Path(result["path"]).name, result["samples"]
+    observations = f"{n} random observation{'' if n == 1 else 's'}"
+    if result["action_kind"] == "discrete":
+        if result["ok"]:
+            return f"{name} matches the torch policy on {observations} (identical actions)"
+        return (f"{name} does NOT match the torch policy: {result['mismatches']} of "
+                f"{observations} get a different action")
+    if result["ok"]:
+        return (f"{name} matches the torch policy on {observations} "
+                f"(max |Δ| = {result['max_abs_diff']:.1g})")
+    return (f"{name} does NOT match the torch policy: max |Δ| = {result['max_abs_diff']:.3g} > "
+            f"{result['tolerance']:.1g} on {result['mismatches']} of {observations}")

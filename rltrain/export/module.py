@@ -1,0 +1,93 @@
+"""The exported computation: raw env observation → the action the env receives.
+
+`ExportedPolicy` folds in what `rltrain eval` does around `policy.act` (see `NormalizeObs` and
+`GymVecEnv.to_env_action`): observation normalization with the checkpoint's frozen statistics,
+the deterministic action, and for Box actions the clip to [-1, 1] and rescale to the env's bounds.
+`torch_actions` runs those real pieces, so a check against it tests the folding too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from rltrain.envs.normalize import NormalizeObs
+from rltrain.envs.vec_env import GymVecEnv, VecEnv
+
+OBS_EPS = 1e-8
+"""Added to the variance before the square root, as `NormalizeObs.normalize` does."""
+
+
+def find_layer(env: VecEnv, cls: type) -> object | None:
+    """The first wrapper of type `cls` in the `env` chain (outermost first), or None."""
+    layer: object | None = env
+    while layer is not None:
+        if isinstance(layer, cls):
+            return layer
+        layer = getattr(layer, "env", None)
+    return None
+
+
+class ExportedPolicy(nn.Module):
+    """float32 observations `[B, *obs_shape]` → actions: int64 `[B]` (Discrete) or float32
+    `[B, A]` in env units (Box). Normalization statistics and action bounds are buffers."""
+
+    def __init__(self, policy: nn.Module, env: VecEnv):
+        super().__init__()
+        self.policy = policy
+        gym_env = find_layer(env, GymVecEnv)
+        assert isinstance(gym_env, GymVecEnv), "export needs a gymnasium-backed VecEnv"
+        self.discrete = gym_env.spec.action_kind == "discrete"
+        norm = find_layer(env, NormalizeObs)
+        self.normalize = isinstance(norm, NormalizeObs)
+        self.clip = float(norm.clip) if isinstance(norm, NormalizeObs) else 0.0
+        shape = gym_env.spec.obs_shape
+        mean = norm.rms.mean if isinstance(norm, NormalizeObs) else torch.zeros(shape)
+        var = norm.rms.var if isinstance(norm, NormalizeObs) else torch.ones(shape)
+        self.register_buffer("obs_mean", mean.detach().cpu().to(torch.float32))
+        self.register_buffer("obs_std", torch.sqrt(var.detach().cpu().double() + OBS_EPS).float())
+        low, half_range, bounded = _action_bounds(gym_env)
+        self.register_buffer("action_low", low)
+        self.register_buffer("action_half_range", half_range)
+        self.register_buffer("action_bounded", bounded)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """The deterministic env action for each raw observation of the batch."""
+        x = obs.to(torch.float32)
+        if self.normalize:
+            x = ((x - self.obs_mean) / self.obs_std).clamp(-self.clip, self.clip)
+        action = self.policy.act(x, deterministic=True)
+        if self.discrete:
+            return action.to(torch.int64)
+        scaled = self.action_low + (action.clamp(-1.0, 1.0) + 1.0) * self.action_half_range
+        return torch.where(self.action_bounded, scaled, action)
+
+
+def _action_bounds(env: GymVecEnv) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(low, half range, bounded) of a Box action space as float32/bool tensors `[A]`;
+    unbounded dimensions pass through (low 0, half range 1), as in `GymVecEnv.to_env_action`."""
+    space = env.venv.single_action_space
+    if env.spec.action_kind == "discrete":
+        return torch.zeros(0), torch.zeros(0), torch.zeros(0, dtype=torch.bool)
+    low, high = space.low.astype(np.float64), space.high.astype(np.float64)
+    bounded = np.isfinite(low) & np.isfinite(high)
+    half = np.where(bounded, (high - low) / 2.0, 1.0)
+    return (torch.as_tensor(np.where(bounded, low, 0.0), dtype=torch.float32),
+            torch.as_tensor(half, dtype=torch.float32), torch.as_tensor(bounded))
+
+
+@torch.no_grad()
+def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray) -> np.ndarray:
+    """What `rltrain eval` sends to the env for raw observations `obs`: the env's own
+    normalizer, the torch policy, and `GymVecEnv.to_env_action` for Box actions."""
+    gym_env = find_layer(env, GymVecEnv)
+    norm = find_layer(env, NormalizeObs)
+    assert isinstance(gym_env, GymVecEnv)
+    x = torch.as_tensor(obs, dtype=torch.float32, device=gym_env.device)
+    if isinstance(norm, NormalizeObs):
+        x = norm.normalize(x)
+    action = policy.act(x, deterministic=True)
+    if gym_env.spec.action_kind == "discrete":
+        return action.cpu().numpy().astype(np.int64)
+    return gym_env.to_env_action(action)

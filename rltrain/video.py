@@ -1,0 +1,189 @@
+"""Episode videos: a wrapper that streams an env's rendered frames to one MP4 per episode.
+
+Encoding and decoding use PyAV (`pip install "rltrain[video]"`, imported lazily): one ~35 MB
+wheel that bundles FFmpeg with libx264, and that also decodes, which the tests need to count
+frames. Frames are encoded as they are rendered, so memory stays flat however long an episode is.
+
+An episode of length T gives T + 1 frames: the frame after `reset` and one after every step, the
+last one showing the terminal state (the wrapper sits inside the vector env, so it renders before
+the vector env's autoreset replaces that state).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from rltrain.config import EnvConfig
+from rltrain.envs.make import _make_one, check_env_id
+from rltrain.envs.normalize import NormalizeObs
+from rltrain.envs.vec_env import GymVecEnv, VecEnv
+from rltrain.errors import UserError
+
+VIDEO_EXTRA = 'pip install "rltrain[video]"'
+
+
+def require_av() -> Any:
+    """The `av` module, or a one-line `UserError` naming the extra to install."""
+    try:
+        import av
+    except ImportError as exc:
+        raise UserError(f"video=true needs PyAV (the `av` package): {VIDEO_EXTRA}") from exc
+    return av
+
+
+class Mp4Writer:
+    """Streams RGB frames `[H, W, 3]` (uint8) to an H.264 MP4; odd sizes are padded to even
+    (yuv420p needs even width and height), repeating the last row/column."""
+
+    def __init__(self, path: str | os.PathLike, fps: int):
+        self.path, self.fps, self.frames = Path(path), int(fps), 0
+        self._av = require_av()
+        self._container = self._av.open(str(self.path), mode="w")
+        self._stream: Any = None
+
+    def write(self, frame: np.ndarray) -> None:
+        """Encode one frame."""
+        frame = np.asarray(frame, dtype=np.uint8)
+        if frame.shape[0] % 2 or frame.shape[1] % 2:
+            frame = np.pad(frame, ((0, frame.shape[0] % 2), (0, frame.shape[1] % 2), (0, 0)),
+                           mode="edge")
+        if self._stream is None:
+            self._stream = self._container.add_stream("libx264", rate=self.fps)
+            self._stream.height, self._stream.width = frame.shape[:2]
+            self._stream.pix_fmt = "yuv420p"
+        video_frame = self._av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
+        self._container.mux(self._stream.encode(video_frame))
+        self.frames += 1
+
+    def close(self) -> None:
+        """Flush the encoder and finish the file."""
+        if self._stream is not None:
+            self._container.mux(self._stream.encode(None))
+        self._container.close()
+
+
+def count_frames(path: str | os.PathLike) -> int:
+    """Number of frames in a video file, by decoding it."""
+    av = require_av()
+    with av.open(str(path)) as container:
+        return sum(1 for _ in container.decode(video=0))
+
+
+def read_frame(path: str | os.PathLike, index: int = 0) -> np.ndarray:
+    """Frame `index` of a video file as an RGB array `[H, W, 3]` (uint8)."""
+    av = require_av()
+    with av.open(str(path)) as container:
+        for i, frame in enumerate(container.decode(video=0)):
+            if i == index:
+                return frame.to_ndarray(format="rgb24")
+    raise IndexError(f"{path} has no frame {index}")
+
+
+@dataclass
+class EpisodeVideo:
+    """One recorded episode: its file, raw return, length (steps) and number of frames."""
+
+    path: Path
+    episode_return: float
+    length: int
+    frames: int
+
+
+class EpisodeRecorder(gym.Wrapper):
+    """Records this env's next `episodes` episodes to `folder`, one MP4 each, and appends an
+    `EpisodeVideo` to the shared `sink` as each one ends. Renders only while recording."""
+
+    def __init__(self, env: gym.Env, folder: Path, episodes: int, sink: list[EpisodeVideo],
+                 tag: str = "0"):
+        super().__init__(env)
+        self.folder, self.remaining, self.sink, self.tag = Path(folder), episodes, sink, tag
+        self.fps = int(env.metadata.get("render_fps") or 30)
+        self._writer: Mp4Writer | None = None
+        self._return, self._length = 0.0, 0
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        obs, info = self.env.reset(**kwargs)
+        self._abort()  # a reset in mid-episode drops that episode's unfinished file
+        if self.remaining > 0:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._writer = Mp4Writer(self.folder / f".recording-{self.tag}.mp4", self.fps)
+            self._return, self._length = 0.0, 0
+            self._writer.write(self._render())
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self._writer is not None:
+            self._return += float(reward)
+            self._length += 1
+            self._writer.write(self._render())
+            if terminated or truncated:
+                self._finish()
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self._abort()
+        super().close()
+
+    def _render(self) -> np.ndarray:
+        frame = self.env.render()
+        if not isinstance(frame, np.ndarray) or frame.ndim != 3:
+            name = self.env.spec.id if self.env.spec else "this env"
+            raise UserError(f"{name} returned no RGB frame from render(); run eval without video=true")
+        return frame
+
+    def _finish(self) -> None:
+        assert self._writer is not None
+        self._writer.close()
+        name = f"episode-{len(self.sink):02d}_return-{self._return:.1f}_length-{self._length}.mp4"
+        path = self._writer.path.rename(self.folder / name)
+        self.sink.append(EpisodeVideo(path, self._return, self._length, self._writer.frames))
+        self._writer, self.remaining = None, self.remaining - 1
+
+    def _abort(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer.path.unlink(missing_ok=True)
+            self._writer = None
+
+
+def clear_videos(folder: Path) -> None:
+    """Remove the episode videos of an earlier evaluation (they would mix with the new ones)."""
+    for old in folder.glob("episode-*.mp4"):
+        old.unlink()
+
+
+def make_recording_env(cfg: EnvConfig, device: torch.device | str, budgets: list[int],
+                       folder: Path, sink: list[EpisodeVideo]) -> VecEnv:
+    """An evaluation `VecEnv` like `make_env(cfg, training=False)`, always synchronous (the
+    recorders must live in this process), whose row i records its first `budgets[i]` episodes."""
+    check_env_id(cfg.id)
+    fns = [partial(_recorded, cfg, folder, k, sink, str(i)) if k else partial(_make_one, cfg)
+           for i, k in enumerate(budgets)]
+    venv = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    env: VecEnv = GymVecEnv(venv, device)
+    if cfg.normalize_obs:
+        env = NormalizeObs(env, clip=cfg.clip_obs, training=False)
+    return env
+
+
+def _recorded(cfg: EnvConfig, folder: Path, episodes: int, sink: list[EpisodeVideo],
+              tag: str) -> gym.Env:
+    with warnings.catch_warnings():  # gymnasium warns about the mode; the error below is clearer
+        warnings.filterwarnings("ignore", ".*is not in the possible render_modes", UserWarning)
+        env = _make_one(cfg, render_mode="rgb_array")
+    if "rgb_array" not in env.metadata.get("render_modes", []):
+        env.close()
+        raise UserError(f"env {cfg.id} cannot render RGB frames (render_modes: "
+                        f"{env.metadata.get('render_modes', [])}); run eval without video=true")
+    return EpisodeRecorder(env, folder, episodes, sink, tag)

@@ -1,0 +1,221 @@
+"""Your own environments: `module:Id`, `env.import`, factories, native VecEnvs, wrappers by name,
+and the one-line errors when any of them is wrong. The user's module is `tests/envs/my_envs.py`."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+import torch
+
+from rltrain import checkpoint
+from rltrain.config import EnvConfig, WrapperConfig
+from rltrain.envs.make import _make_one, make_env
+from rltrain.envs.vec_env import GymVecEnv
+from rltrain.errors import UserError
+from rltrain.evaluate import evaluate
+from rltrain.runner.runner import Runner
+from tests.e2e.test_cli import RLTRAIN, assert_one_error_line, describe
+from tests.envs import my_envs
+from tests.envs.my_envs import GOAL_REWARD, STEP_COST, CorridorVecEnv
+
+MODULE = "tests.envs.my_envs"
+REPO = Path(__file__).resolve().parents[2]
+RIGHT, LEFT = torch.tensor([1, 1]), torch.tensor([0, 0])
+# RewardOffset(+1) inside ClipReward(<= 1): steps pay 0.9, reaching the goal pays 2 -> 1
+WRAPPERS = [{"name": f"{MODULE}:RewardOffset", "kwargs": {"offset": 1.0}},
+            {"name": "ClipReward", "kwargs": {"min_reward": -1, "max_reward": 1}},
+            {"name": "TimeAwareObservation"}]
+
+
+@pytest.fixture(autouse=True)
+def _no_learning_curve(monkeypatch):
+    monkeypatch.setattr("rltrain.runner.runner.write_run_curve", lambda run_dir: None)
+
+
+# ---- through the CLI ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """`rltrain env.id=tests.envs.my_envs:Corridor-v0` with three wrappers, 256 steps, run from
+    the repo root (the module is found in the current folder, as a user's would be)."""
+    run_dir = tmp_path_factory.mktemp("custom") / "run"
+    wrappers = ("[{name:'tests.envs.my_envs:RewardOffset',kwargs:{offset:1.0}},"
+                "{name:ClipReward,kwargs:{min_reward:-1,max_reward:1}},{name:TimeAwareObservation}]")
+    args = ["debug=smoke", f"env.id={MODULE}:Corridor-v0", f"env.wrappers={wrappers}",
+            "env.num_envs=2", "algo.n_steps=32", "algo.batch_size=64", "algo.hidden_sizes=[16,16]",
+            "total_timesteps=256", "eval.freq=128", "logger=none", "progress=off",
+            f"hydra.run.dir={run_dir}"]
+    env = {k: v for k, v in os.environ.items() if k not in ("RLTRAIN_DEBUG", "PYTHONPATH")}
+    proc = subprocess.run([*RLTRAIN, *args], cwd=REPO, capture_output=True, text=True, timeout=180,
+                          env={**env, "SDL_VIDEODRIVER": "dummy"})
+    return proc, run_dir
+
+
+def test_cli_trains_a_registered_env_of_ones_own_module_with_wrappers(cli_run):
+    proc, run_dir = cli_run
+    assert proc.returncode == 0, describe(proc)
+    payload = checkpoint.load(run_dir / "checkpoints" / "final.pt")
+    assert payload["config"]["env"]["id"] == f"{MODULE}:Corridor-v0"
+    assert payload["counters"]["global_step"] == 256
+    # TimeAwareObservation: the policy sees [position, 1, time] -> a first layer of width 3
+    assert any(tuple(t.shape) == (16, 3) for t in payload["algo"]["policy"].values())
+    result = evaluate(run_dir, episodes=4, write=False)  # rebuilt from the checkpoint's config
+    for ret, length in zip(result["returns"], result["lengths"], strict=True):
+        expected = 0.9 * (length - 1) + 1.0 if length < 50 else 0.9 * 50  # wrappers in order
+        assert ret == pytest.approx(expected, abs=1e-5), (ret, length)
+
+
+def run_train_command(argv: list[str], monkeypatch) -> list[str]:
+    """Run the CLI's checks for `argv` (everything before Hydra); return what Hydra would get."""
+    from rltrain import cli
+
+    seen: list[str] = []
+    monkeypatch.setattr(cli, "_train_task", lambda: seen.extend(sys.argv[1:]))
+    monkeypatch.setattr(sys, "argv", ["rltrain", *argv])
+    cli.train_command(argv)
+    return seen
+
+
+@pytest.mark.parametrize("argv", [
+    [f"env.id={MODULE}:Corridor-v0"],
+    [f"env={MODULE}:Corridor-v0"],
+    [f"env.import={MODULE}", "env=Corridor-v0"],
+    [f"env.imports=[{MODULE}]", "env.id=Corridor-v0"],
+    [f"env.id={MODULE}:make_corridor", "+env.kwargs.length=3"],
+    [f"env.id={MODULE}:make_vec_corridor"],
+    [f"env.id={MODULE}:CorridorVecEnv", "+env.kwargs.horizon=5"],
+    ["env=CartPole-v1", "env.backend=torch"],
+], ids=["module_id", "group_choice", "import_alias", "imports_list", "factory", "vec_factory",
+        "vec_class", "native"])
+def test_every_env_form_passes_the_cli_checks_before_hydra(argv, monkeypatch):
+    if "env=Corridor-v0" in argv:  # prove the import happens first: forget the module and its id
+        monkeypatch.delitem(sys.modules, MODULE)
+        monkeypatch.delitem(gym.registry, "Corridor-v0")
+    hydra_argv = run_train_command(argv, monkeypatch)
+    assert hydra_argv, "the checks refused a valid command line"
+    if argv[0].startswith("env.import="):
+        assert hydra_argv[0] == f"env.imports=[{MODULE}]"
+
+
+BAD = {
+    "missing_module": ([f"env.id=my_pkg.envs:Maze-v0"],
+                       "cannot import env module 'my_pkg.envs': No module named 'my_pkg'"),
+    "missing_import": (["env.import=my_pkg.envs"],
+                       "cannot import env module 'my_pkg.envs': No module named 'my_pkg'"),
+    "unknown_id": ([f"env.id={MODULE}:Corridr-v0"],
+                   f"module '{MODULE}' registers no env 'Corridr-v0' and has no factory of that "
+                   f"name: did you mean Corridor-v0"),
+    "unknown_group_choice": ([f"env={MODULE}:Corridr-v0"], "did you mean Corridor-v0"),
+    "unknown_wrapper": (["env.wrappers=[{name:ClipRewards}]"],
+                        "unknown wrapper 'ClipRewards': did you mean ClipReward"),
+    "wrapper_kwargs": (["env.wrappers=[{name:ClipReward,kwargs:{mn:1}}]"],
+                       "env.wrappers ClipReward: got an unexpected keyword argument 'mn'"),
+    "wrapper_shape": (["env.wrappers=[TimeAwareObservation]"],
+                      "env.wrappers[0]: expected a mapping {name: ..., kwargs: ...}, got str"),
+    "factory_kwargs": ([f"env.id={MODULE}:make_corridor", "+env.kwargs.lenght=3"],
+                       "got an unexpected keyword argument 'lenght'"),
+    "kwargs_without_plus": ([f"env.id={MODULE}:make_corridor", "env.kwargs.length=3"],
+                            "env.kwargs.length is not set yet: add it with a leading +, as "
+                            "`+env.kwargs.length=3`"),
+    "vec_wrappers": ([f"env.id={MODULE}:make_vec_corridor", "env.wrappers=[{name:ClipReward}]"],
+                     "env.wrappers wrap gymnasium envs"),
+    "native_other_id": (["env=Acrobot-v1", "env.backend=torch"],
+                        "env.backend=torch has no native 'Acrobot-v1': available are "
+                        "CartPole-v1, Pendulum-v1"),
+    "bad_backend": (["env.backend=jax"], "env.backend='jax': choose gymnasium or torch"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_env_input_is_one_error_line_exit_2_and_no_run_dir(name, tmp_path, monkeypatch, capfd):
+    from rltrain.cli import main
+
+    argv, fragment = BAD[name]
+    monkeypatch.delenv("RLTRAIN_DEBUG", raising=False)
+    monkeypatch.setattr(sys, "argv", ["rltrain", *argv, f"hydra.run.dir={tmp_path / 'run'}"])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    out, err = capfd.readouterr()
+    assert_one_error_line(exit_info.value.code, out, err, fragment)
+    assert not (tmp_path / "run").exists()
+
+
+# ---- make_env ------------------------------------------------------------------------------------
+
+def test_module_id_builds_the_registered_env_of_that_module():
+    env = make_env(EnvConfig(id=f"{MODULE}:Corridor-v0", num_envs=2))
+    assert isinstance(env, GymVecEnv) and env.spec.obs_shape == (2,)
+    env.reset(seed=0)
+    rewards = [env.step(RIGHT).reward.tolist() for _ in range(4)]
+    assert rewards == [[pytest.approx(STEP_COST)] * 2] * 3 + [[GOAL_REWARD] * 2]
+    env.close()
+
+
+def test_factory_gets_env_kwargs_and_the_time_limit_and_wrappers_apply_in_order():
+    cfg = EnvConfig(id=f"{MODULE}:make_corridor", num_envs=2, kwargs={"length": 2},
+                    max_episode_steps=3, wrappers=[WrapperConfig(**w) for w in WRAPPERS])
+    env = make_env(cfg)
+    assert env.spec.obs_shape == (3,)  # TimeAwareObservation added the time
+    env.reset(seed=0)
+    res = [env.step(a) for a in (RIGHT, RIGHT)]  # length 2: the goal in two steps
+    assert [r.reward.tolist() for r in res] == [[pytest.approx(0.9)] * 2, [1.0, 1.0]]  # 2 -> 1
+    assert res[1].terminated.all() and res[1].info["episode"]["length"].tolist() == [2, 2]
+    res = [env.step(a) for a in (LEFT, LEFT, LEFT)]  # never reaches the goal: time limit 3
+    assert res[2].truncated.all() and res[2].info["episode"]["length"].tolist() == [3, 3]
+    env.close()
+
+
+@pytest.mark.parametrize("name", ["make_vec_corridor", "CorridorVecEnv"])
+def test_batched_factory_or_class_is_built_directly_with_num_envs_device_and_kwargs(name):
+    CorridorVecEnv.built.clear()
+    env = make_env(EnvConfig(id=f"{MODULE}:{name}", num_envs=3, kwargs={"length": 2}),
+                   torch.device("cpu"), num_envs=5)
+    assert isinstance(env, CorridorVecEnv)  # no gymnasium adapter in between
+    assert CorridorVecEnv.built == [{"num_envs": 5, "device": torch.device("cpu"), "length": 2,
+                                     "horizon": 20}]
+
+
+def test_a_batched_factory_must_return_a_vec_env(monkeypatch):
+    monkeypatch.setattr(my_envs, "make_junk", lambda num_envs, device: object(), raising=False)
+    with pytest.raises(UserError, match=f"env factory {MODULE}:make_junk returned an object of "
+                                        f"type object, not a VecEnv"):
+        make_env(EnvConfig(id=f"{MODULE}:make_junk"))
+
+
+def test_a_per_env_factory_must_return_a_gymnasium_env():
+    with pytest.raises(UserError, match="returned an object of type int, not a gymnasium.Env"):
+        make_env(EnvConfig(id=f"{MODULE}:make_nothing", num_envs=1))
+
+
+def test_a_batched_env_cannot_give_one_gymnasium_env_for_video():
+    with pytest.raises(UserError, match="is a batched VecEnv"):
+        _make_one(EnvConfig(id=f"{MODULE}:make_vec_corridor"), render_mode="rgb_array")
+
+
+# ---- a native VecEnv of one's own, through the Runner ------------------------------------------
+
+def test_own_native_vec_env_trains_through_the_runner_with_its_infos(tmp_path, tiny_cfg):
+    CorridorVecEnv.built.clear()
+    cfg = tiny_cfg(total_timesteps=256, logger={"csv": True, "log_freq": 0},
+                   env={"id": f"{MODULE}:CorridorVecEnv", "max_episode_steps": None,
+                        "kwargs": {"horizon": 6}})
+    runner = Runner(cfg, tmp_path)
+    assert isinstance(runner.env, CorridorVecEnv) and isinstance(runner.eval_env, CorridorVecEnv)
+    assert [b["num_envs"] for b in CorridorVecEnv.built] == [2, 2]  # train, eval
+    assert all(b["horizon"] == 6 for b in CorridorVecEnv.built)
+    result = runner.run()
+    assert runner.state.global_step == 256
+    assert len(runner.episodes.lengths) >= 256 // 6 and max(runner.episodes.lengths) <= 6
+    assert result["episodes"] == 2 and result["mean_length"] <= 6
+    with open(tmp_path / "metrics.csv", newline="") as f:
+        rows = [(r["name"], float(r["value"])) for r in csv.DictReader(f)]
+    names = {n for n, _ in rows}
+    assert {"reward/goal", "reward/step_cost", "extra/position"} <= names
+    assert all(0.0 <= v <= 4.0 for n, v in rows if n == "extra/position")
+    assert all(-0.6 <= v <= 0.0 for n, v in rows if n == "reward/step_cost")  # <= 6 steps x -0.1

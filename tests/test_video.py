@@ -1,0 +1,159 @@
+"""Eval videos: one MP4 per recorded episode, T + 1 frames for T steps (reset frame included),
+only the recorded rows render, and a missing PyAV is one line naming the extra."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rltrain import checkpoint, cli
+from rltrain.algos.ppo import PPO
+from rltrain.config import EnvConfig, config_to_dict
+from rltrain.envs.make import make_env
+from rltrain.errors import UserError
+from rltrain.evaluate import episode_targets, evaluate, run_episodes
+from rltrain.video import Mp4Writer, count_frames, make_recording_env, read_frame
+
+LAMP_ID = "rltrain_test/Lamp-v0"
+
+
+class Lamp(gym.Env):
+    """Renders its step counter k as the grey level 40·k; action 1 ends the episode."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    observation_space = gym.spaces.Box(0.0, np.inf, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    renders = 0
+    """Calls of `render` over all instances."""
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.render_mode, self.k = render_mode, 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.k = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action):
+        self.k += 1
+        return np.array([float(self.k)], np.float32), 1.0, bool(int(action) == 1), False, {}
+
+    def render(self) -> np.ndarray:
+        Lamp.renders += 1
+        return np.full((32, 48, 3), 40 * self.k, np.uint8)
+
+
+class EndAtThree:
+    """Continue at k < 2, end from k = 2: every episode is 3 steps long."""
+
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        return (obs[:, 0] >= 2).long()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _lamp() -> None:
+    if LAMP_ID not in gym.registry:
+        gym.register(id=LAMP_ID, entry_point=Lamp)
+
+
+@pytest.fixture
+def av() -> None:
+    """Skip where the `video` extra (PyAV) is not installed."""
+    pytest.importorskip("av")
+
+
+def test_frames_are_the_reset_state_then_every_step_including_the_terminal_one(tmp_path, av):
+    sink: list = []
+    env = make_recording_env(EnvConfig(id=LAMP_ID, max_episode_steps=10), "cpu",
+                             episode_targets(2, 2), tmp_path, sink)
+    result = run_episodes(EndAtThree(), env, episodes=4, seed=0)
+    env.close()
+    assert result["lengths"] == [3, 3, 3, 3]
+    assert [v.path.name for v in sink] == ["episode-00_return-3.0_length-3.mp4",
+                                           "episode-01_return-3.0_length-3.mp4"]
+    for video in sink:
+        assert count_frames(video.path) == video.frames == 4  # 3 steps + the reset frame
+        levels = [read_frame(video.path, i).mean() for i in range(4)]
+        # k = 0 after reset ... k = 3 at termination: the vector env's autoreset (which would
+        # show k = 0 again) happens after the wrapper has rendered the terminal state.
+        np.testing.assert_allclose(levels, [0, 40, 80, 120], atol=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [v.path.name for v in sink]
+
+
+def test_only_the_recorded_episodes_are_rendered(tmp_path, av):
+    Lamp.renders = 0
+    sink: list = []
+    budgets = episode_targets(1, 2)  # [0, 1]: row 0 never records
+    env = make_recording_env(EnvConfig(id=LAMP_ID, max_episode_steps=10), "cpu", budgets,
+                             tmp_path, sink)
+    run_episodes(EndAtThree(), env, episodes=6, seed=0)  # 6 episodes, 18 steps
+    env.close()
+    assert budgets == [0, 1] and len(sink) == 1
+    assert Lamp.renders == 4  # one episode: reset frame + 3 steps
+
+
+def _ppo_checkpoint(run_dir: Path) -> Path:
+    """An (untrained) PPO CartPole checkpoint with a 20-step time limit."""
+    from rltrain.algos.ppo import PPOConfig
+    from rltrain.config import TrainConfig, validate
+
+    cfg = validate(TrainConfig(algo=PPOConfig(n_steps=16, batch_size=16, hidden_sizes=[16]),
+                               env=EnvConfig(id="CartPole-v1", num_envs=2, max_episode_steps=20)))
+    env = make_env(cfg.env, num_envs=1)
+    algo = PPO(cfg.algo, env.spec)
+    env.close()
+    return checkpoint.save({"config": config_to_dict(cfg), "algo": algo.state_dict(), "env": {},
+                            "counters": {"global_step": 0}}, run_dir / "checkpoints" / "latest.pt")
+
+
+def test_eval_video_writes_one_mp4_per_recorded_episode_with_length_plus_one_frames(tmp_path, av):
+    ckpt = _ppo_checkpoint(tmp_path)
+    videos = tmp_path / "eval" / "videos"
+    videos.mkdir(parents=True)
+    (videos / "episode-07_return-1.0_length-1.mp4").write_bytes(b"stale")
+    result = evaluate(ckpt, episodes=3, num_envs=2, seed=0, video=True, video_episodes=2)
+    assert [Path(p).parent for p in result["videos"]] == [videos, videos]
+    assert sorted(p.name for p in videos.iterdir()) == sorted(Path(p).name for p in result["videos"])
+    evaluated = list(zip(result["returns"], result["lengths"], strict=True))
+    for path in result["videos"]:
+        ret, length = re.fullmatch(r"episode-\d\d_return-([\d.]+)_length-(\d+)\.mp4",
+                                   Path(path).name).groups()
+        assert (float(ret), int(length)) in evaluated  # a video of an evaluated episode
+        assert count_frames(path) == int(length) + 1
+    frame = read_frame(result["videos"][0], 0)
+    assert frame.shape == (400, 600, 3) and frame.std() > 10  # a real CartPole drawing
+
+
+def test_odd_frame_sizes_are_padded_to_even(tmp_path, av):
+    writer = Mp4Writer(tmp_path / "odd.mp4", fps=5)
+    for level in (0, 100, 200):
+        writer.write(np.full((5, 7, 3), level, np.uint8))
+    writer.close()
+    assert count_frames(tmp_path / "odd.mp4") == 3
+    assert read_frame(tmp_path / "odd.mp4", 2).shape == (6, 8, 3)
+
+
+def test_missing_pyav_is_one_line_naming_the_extra_before_evaluating(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "av", None)  # `import av` now fails
+    monkeypatch.setattr(sys, "argv", ["rltrain", "eval", f"ckpt={tmp_path}/missing.pt", "video=true"])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    assert exc.value.code == 2  # the missing checkpoint is not even looked at
+    assert capsys.readouterr().err.strip() == (
+        'rltrain: error: video=true needs PyAV (the `av` package): pip install "rltrain[video]"')
+
+
+def test_video_episodes_must_be_positive(tmp_path):
+    with pytest.raises(UserError, match="video_episodes=0 must be > 0"):
+        evaluate(tmp_path / "missing.pt", video=True, video_episodes=0)
+
+
+def test_an_env_that_cannot_render_is_a_user_error(tmp_path, counter_env_id):
+    with pytest.raises(UserError, match="cannot render RGB frames"):
+        make_recording_env(EnvConfig(id=counter_env_id), "cpu", [1], tmp_path, [])
