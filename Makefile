@@ -6,11 +6,13 @@ BIN    := $(VENV)/bin
 # a CPU-only machine (shared/notes/dependency-facts.md, section 1).
 TORCH_SPEC ?= torch>=2.2,<2.14
 STAMP  := $(VENV)/.installed
-# Extras installed with rltrain: sweep/slurm let tests/e2e/test_sweeps.py run. Not `ray`
-# (~360 MB; its cloudpickle<3 clashes with joblib's): only its missing-plugin message is tested.
+# Extras installed with rltrain so that their tests run instead of skipping: sweep/slurm
+# (tests/e2e/test_sweeps.py), video (PyAV), export (ONNX), wandb (offline run), bench (SB3 for
+# `make bench`). Not `ray` (~360 MB; its cloudpickle<3 clashes with joblib's) and not `swanlab`
+# (it downgrades protobuf): only their missing-package messages are tested.
 EXTRAS ?= dev,sweep,slurm,video,export,wandb,bench
 
-.PHONY: install train test test-all bench-quality lint clean
+.PHONY: install train test test-all bench bench-quality lint clean
 
 install: $(STAMP)
 
@@ -29,6 +31,9 @@ test: install           ## the CI suite (slow learning checks excluded)
 
 test-all: install       ## everything, slow learning checks included
 	$(BIN)/python -m pytest -q $(ARGS)
+
+bench: install          ## speed vs SB3 + RL-Zoo (seeds 0-2) and throughput, writes benchmarks/results/speed.{json,md}
+	$(BIN)/python benchmarks/speed.py $(ARGS)
 
 bench-quality: install  ## learning-quality benchmark (median over seeds), writes benchmarks/results/
 	$(BIN)/python benchmarks/quality.py $(ARGS)

@@ -30,8 +30,12 @@ def compose(algo: str, env: str, seed: int, overrides: list[str]) -> Any:
 
 def time_to_threshold(algo: str, env: str, seed: int, threshold: float,
                       overrides: list[str], eval_every: int = 2000, eval_episodes: int = 5,
-                      budget: int | None = None) -> dict[str, Any]:
-    """Train one seed; returns steps and training seconds to the first eval ≥ `threshold`."""
+                      budget: int | None = None, extra_evals: int | None = None) -> dict[str, Any]:
+    """Train one seed; returns steps and training seconds to the first eval ≥ `threshold`.
+
+    With `extra_evals=k` training stops `k` evaluations after the first one ≥ `threshold` (the
+    SB3 side's `budget="until_solved_plus"`); the last evaluation is the final return.
+    """
     import rltrain.runner.runner as runner_mod
     from rltrain.runner.runner import Runner
 
@@ -58,6 +62,9 @@ def time_to_threshold(algo: str, env: str, seed: int, threshold: float,
             if last is not None and (not curve or curve[-1][0] != last["step"]):
                 seconds = time.perf_counter() - start - clock["eval"]
                 curve.append((last["step"], seconds, last["mean_reward"]))
+                hits = [i for i, (_, _, r) in enumerate(curve) if r >= threshold]
+                if extra_evals is not None and hits and len(curve) - 1 - hits[0] >= extra_evals:
+                    state.stop = True
 
         runner.add_callback("post_iteration", record)
         runner_mod.run_episodes = timed_episodes

@@ -37,15 +37,19 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore `rng_state()`."""
-    torch.set_rng_state(state["torch"])
+    """Restore `rng_state()`.
+
+    RNG states must be CPU byte tensors; a checkpoint loaded with `map_location="cuda"` (resume
+    on a GPU) brings them onto the GPU, hence the `.cpu()`s.
+    """
+    torch.set_rng_state(state["torch"].cpu())
     np_state = state["numpy"]
-    np.random.set_state(("MT19937", np_state["keys"].numpy().astype(np.uint32), np_state["pos"],
+    np.random.set_state(("MT19937", np_state["keys"].cpu().numpy().astype(np.uint32), np_state["pos"],
                          np_state["has_gauss"], np_state["cached_gaussian"]))
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([t.cpu() for t in state["cuda"]])
 
 
 def save(payload: dict[str, Any], path: str | os.PathLike) -> Path:

@@ -61,10 +61,18 @@ def main() -> None:
 def train_command(argv: list[str]) -> None:
     """Validate the overrides, then hand over to Hydra (which also serves --help, --cfg, -m)."""
     from rltrain.config import register_configs
-    from rltrain.overrides import check_overrides, env_choices, env_import_overrides
+    from rltrain.overrides import (
+        check_overrides,
+        env_choices,
+        env_import_overrides,
+        net_overrides,
+        preset_overrides,
+    )
     from rltrain.sweep import check_plugins
 
-    argv = env_import_overrides(argv)  # `env.import=m` -> `env.imports=[m]`
+    # `env.import=m` -> `env.imports=[m]`; `net.hidden=...` -> `algo.net.hidden=...`; `~tuned`
+    # when `env.id=` names the env (no preset of another env's values)
+    argv = preset_overrides(net_overrides(env_import_overrides(argv)))
     check_plugins(argv)  # a missing sweeper/launcher plugin: one line naming the extra
     register_configs(env_choices(argv))  # imports env.imports first: their ids become options
     if not any(a.split("=")[0] in _HYDRA_FLAGS for a in argv):

@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from rltrain.errors import UserError
+from rltrain.nets.config import NetConfig, check_net
 
 # Short names for the environments that ship a YAML; the gymnasium id works as well.
 ENV_ALIASES: dict[str, str] = {
@@ -38,9 +39,12 @@ class AlgoConfig:
     lr: float = 3e-4
     """Learning rate of the optimizer(s)."""
     hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
-    """Hidden layer widths of every MLP the algorithm builds."""
+    """Hidden layer widths of every MLP the algorithm builds (unless `net.*` sets them)."""
     activation: str = "tanh"
-    """Hidden activation: tanh, relu, elu, gelu or silu."""
+    """Hidden activation: tanh, relu, elu, gelu or silu (unless `net.activation` is set)."""
+    net: NetConfig = field(default_factory=NetConfig)
+    """Network settings shared by every algorithm; `net.hidden=...` on the command line is
+    short for `algo.net.hidden=...` (see the `net.*` section)."""
 
 
 @dataclass
@@ -383,6 +387,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     if cfg.checkpoint.keep_last < 0:
         raise UserError(f"checkpoint.keep_last={cfg.checkpoint.keep_last} must be >= 0")
     _validate_logger(cfg.logger)
+    check_net(cfg.algo)
     validate_algo = getattr(cfg.algo, "validate", None)
     if validate_algo is not None:
         validate_algo(cfg)

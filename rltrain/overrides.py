@@ -67,6 +67,30 @@ def env_import_overrides(argv: list[str]) -> list[str]:
     return out
 
 
+def net_overrides(argv: list[str]) -> list[str]:
+    """`argv` with `net.<field>=v` spelled `algo.net.<field>=v`: the network settings live in the
+    algorithm's config (every builder receives only `cfg.algo`), `net.` is their short form."""
+    out = []
+    for arg in argv:
+        prefix = arg[:len(arg) - len(arg.lstrip("+~"))]
+        rest = arg[len(prefix):]
+        if rest.startswith(("net.", "net=")):
+            arg = f"{prefix}algo.{rest}"
+        out.append(arg)
+    return out
+
+
+def preset_overrides(argv: list[str]) -> list[str]:
+    """`argv` plus `~tuned` when it sets `env.id=` and chooses no preset itself: a tuned preset
+    is picked by the `env` group option (the default `pendulum` too), and its values (env
+    counts, `env.backend=torch`, discount ...) belong to that env, not to the one `env.id` names.
+    `tuned=<name>` on the command line still applies a preset explicitly."""
+    bare = [arg.lstrip("+~") for arg in argv]
+    if any(a.startswith("env.id=") for a in bare) and not any(a.startswith("tuned") for a in bare):
+        return [*argv, "~tuned"]
+    return argv
+
+
 def env_choices(argv: list[str]) -> list[str]:
     """Every value given to the `env` group on a command line, sweeps included. The modules of
     `env.imports=` are imported first, so that the ids they register count as gymnasium ids."""
@@ -135,11 +159,12 @@ def explain(exc: BaseException) -> str:
         return f"unknown {group or 'config'} {option!r}: {closest(option, options)}"
     # Hydra's own message is only "Error merging override ..."; the conversion error is a cause.
     for cause in _chain(exc):
-        m = re.search(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", str(cause))
-        if m is not None:
+        found = _conversion_error(str(cause))
+        if found is not None:
+            value, got, expected = found
             key = _full_key(exc)
             where = f"{key}=" if key else ""
-            return f"{where}{m.group(1)}: expected {m.group(3).lower()}, got {m.group(2)}"
+            return f"{where}{value}: expected {expected.lower()}, got {got}"
     m = re.search(r"Could not override '([^']+)'\.\s+To append to your config use (\S+)", text)
     if m is not None:  # a new key of a free-form dict such as env.kwargs
         return f"{m.group(1)} is not set yet: add it with a leading +, as `{m.group(2)}`"
@@ -149,6 +174,15 @@ def explain(exc: BaseException) -> str:
         if m is not None:
             return f"{_full_key(exc) or 'override'}: expected {_shape(m.group(2))}, got {m.group(1)}"
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def _conversion_error(text: str) -> tuple[str, str, str] | None:
+    """(value, its type, the expected type) of an OmegaConf conversion error, else None."""
+    m = re.search(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", text)
+    if m is not None:
+        return m.group(1), m.group(2), m.group(3)
+    m = re.search(r"Value '(.*)' is not a valid (\w+) \(type (\w+)\)", text)  # bools say this
+    return (m.group(1), m.group(3), m.group(2)) if m is not None else None
 
 
 def _shape(type_name: str) -> str:

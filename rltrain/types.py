@@ -18,6 +18,7 @@ class EnvSpec:
     action_kind: str  # "discrete" or "box"
     action_dim: int  # number of discrete actions, or size of the Box action vector
     num_envs: int
+    pixels: bool = False  # uint8 pixel observations (0..255, delivered as float32): scaled by 1/255
 
     @property
     def obs_dim(self) -> int:

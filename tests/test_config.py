@@ -50,7 +50,8 @@ def test_gymnasium_id_and_short_env_name_compose_identical_configs():
 def test_tuned_preset_is_applied_for_either_env_spelling(env):
     cfg = train_config(f"env={env}")
     assert cfg.preset == "ppo_pendulum"
-    assert (cfg.algo.gamma, cfg.algo.n_steps, cfg.algo.lr, cfg.env.num_envs) == (0.9, 1024, 1e-3, 4)
+    assert (cfg.algo.gamma, cfg.algo.n_steps, cfg.algo.lr, cfg.env.num_envs) == (0.9, 64, 2e-3, 32)
+    assert cfg.env.normalize_reward
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "cartpole"])
@@ -68,9 +69,22 @@ def test_default_config_is_ppo_on_pendulum_with_its_preset():
 
 
 def test_user_override_wins_over_the_tuned_preset():
-    cfg = train_config("env=pendulum", "algo.gamma=0.95", "env.num_envs=2", "total_timesteps=3000")
-    assert (cfg.algo.gamma, cfg.env.num_envs, cfg.total_timesteps) == (0.95, 2, 3000)
-    assert cfg.preset == "ppo_pendulum" and cfg.algo.n_steps == 1024  # the rest of the preset stays
+    cfg = train_config("env=pendulum", "algo.gamma=0.95", "env.num_envs=16", "total_timesteps=3000")
+    assert (cfg.algo.gamma, cfg.env.num_envs, cfg.total_timesteps) == (0.95, 16, 3000)
+    assert cfg.preset == "ppo_pendulum" and cfg.algo.n_steps == 64  # the rest of the preset stays
+
+
+@pytest.mark.parametrize("extra", [[], ["env=cartpole"]])
+def test_env_id_on_the_command_line_drops_the_preset_of_the_env_group(extra):
+    from rltrain.overrides import preset_overrides
+
+    argv = preset_overrides([*extra, "env.id=Acrobot-v1"])
+    assert argv[-1] == "~tuned"
+    cfg = train_config(*argv)
+    assert (cfg.env.id, cfg.preset, cfg.env.num_envs, cfg.algo.gamma) == (
+        "Acrobot-v1", None, 8, 0.99)
+    explicit = ["env.id=Acrobot-v1", "tuned=ppo_cartpole"]  # asked for by name: kept
+    assert preset_overrides(explicit) == explicit
 
 
 def test_generic_gymnasium_id_composes_with_its_id_and_schema_defaults():
@@ -88,7 +102,7 @@ def test_smoke_debug_mode_shrinks_the_run():
     cfg = train_config("debug=smoke", "env=pendulum")
     assert (cfg.total_timesteps, cfg.eval.freq, cfg.eval.episodes, cfg.logger.log_freq) == (
         512, 256, 2, 0)
-    assert cfg.env.num_envs == 4  # the preset's value: smoke leaves env and algo fields alone
+    assert cfg.env.num_envs == 32  # the preset's value: smoke leaves env and algo fields alone
 
 
 def test_smoke_debug_mode_works_with_the_cartpole_preset():
@@ -203,7 +217,7 @@ def test_invalid_values_are_refused_with_the_field_named(pendulum, override, fra
 
 def test_batch_size_that_does_not_divide_the_rollout_is_refused(pendulum):
     bad = OmegaConf.merge(pendulum, OmegaConf.from_dotlist(["algo.batch_size=100"]))
-    with pytest.raises(UserError, match="algo.batch_size=100 .*4096") as err:  # 1024 * 4 = 4096
+    with pytest.raises(UserError, match="algo.batch_size=100 .*2048") as err:  # 64 * 32 = 2048
         to_train_config(bad)
     assert "\n" not in str(err.value)
 

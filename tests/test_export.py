@@ -221,3 +221,12 @@ def test_a_typo_in_an_export_field_is_one_line(monkeypatch, capsys, tmp_path):
         cli.main()
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and err.startswith("rltrain: error: unknown field 'formt': did you mean format")
+
+
+def test_a_policy_trained_on_the_native_torch_env_exports_against_gymnasium(tmp_path):
+    run_dir = tmp_path / "native"
+    api.train(["algo=ppo", "env=Pendulum-v1", "env.backend=torch", "total_timesteps=128",
+               "env.num_envs=2", "algo.n_steps=32", "algo.batch_size=32", "algo.n_epochs=1",
+               *COMMON], run_dir=run_dir)
+    result = export_policy(run_dir, "torchscript", check_samples=100)
+    assert result["ok"] and result["action_kind"] == "box" and result["action_shape"] == [1]

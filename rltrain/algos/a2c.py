@@ -47,7 +47,7 @@ class A2CConfig(AlgoConfig):
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
     ortho_init: bool = True
-    """Orthogonal initialization of the networks."""
+    """Orthogonal initialization of the networks (`net.ortho_init`, when set, wins)."""
 
     def validate(self, cfg: Any) -> None:
         """Cross-field checks against the run config."""
@@ -113,7 +113,7 @@ class A2C:
             "train/value_loss": value_loss.item(),
             "train/entropy_loss": -entropy.item(),
             "train/learning_rate": lr,
-            "train/grad_norm": norm,
+            "train/grad_norm": norm.item(),
             "train/loss": loss.item(),
         }
         ev = explained_variance(batch.values, batch.returns)

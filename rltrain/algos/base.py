@@ -77,15 +77,19 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
 
 
 def grad_norm_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor],
-                   max_grad_norm: float | None) -> float:
-    """Clip gradients (when `max_grad_norm` is set), step, and return the pre-clip norm."""
+                   max_grad_norm: float | None) -> torch.Tensor:
+    """Clip gradients (when `max_grad_norm` is set), step, and return the pre-clip norm.
+
+    The norm stays a (detached, 0-d) tensor on the device, so callers decide when to sync.
+    """
     if max_grad_norm is not None and max_grad_norm > 0:
-        norm = nn.utils.clip_grad_norm_(params, max_grad_norm)
+        norm = nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
     else:
-        norms = [p.grad.detach().norm() for p in params if p.grad is not None]
-        norm = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
+        grads = [p.grad for p in params if p.grad is not None]
+        norm = (torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads
+                else torch.zeros((), device=params[0].device))
     optimizer.step()
-    return float(norm)
+    return norm.detach()
 
 
 def mean_metrics(rows: list[dict[str, float]]) -> Metrics:

@@ -12,6 +12,7 @@ from rltrain.algos.base import adam, polyak_update, td_target
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.continuous import DeterministicActor, QEnsemble, add_gaussian_noise
+from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
 
 
@@ -23,9 +24,9 @@ class DDPGConfig(OffPolicyConfig):
     lr: float = 1e-3
     """Learning rate of the actor and critic (unless `actor_lr` / `critic_lr` are set)."""
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
-    """Hidden layer widths of the actor and the critic."""
+    """Hidden layer widths of the actor and the critic (unless `net.*` sets them)."""
     activation: str = "relu"
-    """Hidden activation: tanh, relu, elu, gelu or silu."""
+    """Hidden activation: tanh, relu, elu, gelu or silu (unless `net.activation` is set)."""
     actor_lr: float | None = None
     """Actor learning rate (None: `lr`)."""
     critic_lr: float | None = None
@@ -59,9 +60,9 @@ class DDPG:
 
     def __init__(self, cfg: DDPGConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
-        dims = (spec.obs_dim, spec.action_dim, cfg.hidden_sizes, cfg.activation)
-        self.actor = DeterministicActor(*dims).to(self.device)
-        self.critic = QEnsemble(*dims, n=1).to(self.device)
+        actor, critic = resolve_nets(cfg, spec)
+        self.actor = DeterministicActor(actor, spec.action_dim).to(self.device)
+        self.critic = QEnsemble(critic, spec.action_dim, n=1).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_optimizer = adam(self.actor.parameters(), pick_lr(cfg.actor_lr, cfg))

@@ -14,6 +14,7 @@ from rltrain.algos.base import adam, grad_norm_step, polyak_update, set_lr, td_t
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.q import QNetwork
+from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
 
 
@@ -29,9 +30,9 @@ class DQNConfig(OffPolicyConfig):
     lr_decay_steps: int = 0
     """Env steps over which the learning rate decays linearly to `lr_final` (0: constant lr)."""
     hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
-    """Hidden layer widths of the Q-network."""
+    """Hidden layer widths of the Q-network (unless `net.*` sets them)."""
     activation: str = "relu"
-    """Hidden activation of the Q-network."""
+    """Hidden activation of the Q-network (unless `net.activation` is set)."""
     batch_size: int = 32
     """Transitions per gradient step."""
     train_freq: int = 4
@@ -66,6 +67,9 @@ class DQNConfig(OffPolicyConfig):
         if self.target_update_interval <= 0:
             raise UserError(
                 f"algo.target_update_interval={self.target_update_interval} must be > 0")
+        if self.net.actor_hidden is not None:
+            raise UserError("net.actor_hidden: dqn has no separate policy network (its Q-network "
+                            "acts greedily); set net.hidden or net.critic_hidden")
 
 
 def linear_schedule(step: int, initial: float, final: float, decay_steps: int) -> float:
@@ -92,8 +96,8 @@ class DQN:
         if spec.action_kind != "discrete":
             raise UserError("dqn needs a Discrete action space")
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
-        self.q_net = QNetwork(spec.obs_dim, spec.action_dim, cfg.hidden_sizes, cfg.activation,
-                              cfg.dueling).to(self.device)
+        q_spec = resolve_nets(cfg, spec).critic  # a Q-network: net.critic_hidden applies
+        self.q_net = QNetwork(q_spec, spec.action_dim, cfg.dueling).to(self.device)
         self.q_target = copy.deepcopy(self.q_net).requires_grad_(False)
         self.policy = self.q_net
         self.optimizer = adam(self.q_net.parameters(), cfg.lr)
@@ -144,7 +148,7 @@ class DQN:
             "train/q_loss": loss.item(),
             "train/mean_q": q.detach().mean().item(),
             "train/td_target_mean": target.mean().item(),
-            "train/grad_norm": norm,
+            "train/grad_norm": norm.item(),
             "train/learning_rate": lr,
             "exploration/epsilon": self.epsilon(global_step),
         }

@@ -8,11 +8,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from rltrain.algos.base import adam, explained_variance, grad_norm_step, mean_metrics, set_lr
+from rltrain.algos.base import adam, explained_variance, grad_norm_step, set_lr
 from rltrain.config import AlgoConfig
 from rltrain.errors import UserError
+from rltrain.nets.encoder import encode, make_encoder
 from rltrain.nets.heads import CategoricalHead, GaussianHead
 from rltrain.nets.mlp import mlp
+from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
 
 
@@ -48,7 +50,7 @@ class PPOConfig(AlgoConfig):
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions)."""
     ortho_init: bool = True
-    """Orthogonal initialization of the networks."""
+    """Orthogonal initialization of the networks (`net.ortho_init`, when set, wins)."""
 
     def validate(self, cfg: Any) -> None:
         """Cross-field checks against the run config."""
@@ -62,26 +64,31 @@ class PPOConfig(AlgoConfig):
 
 
 class ActorCritic(nn.Module):
-    """Separate actor and critic MLPs with a categorical or Gaussian action head."""
+    """Separate actor and critic networks (each with its own encoder, see `nets/encoder.py`)
+    with a categorical or Gaussian action head."""
 
     def __init__(self, spec: EnvSpec, cfg: PPOConfig):
         super().__init__()
-        hidden, act = cfg.hidden_sizes, cfg.activation
-        last = hidden[-1] if hidden else spec.obs_dim
-        self.actor_body = mlp(spec.obs_dim, hidden, None, act, ortho=cfg.ortho_init)
+        actor, critic = resolve_nets(cfg, spec, ortho=cfg.ortho_init)
+        self.actor_encoder, features = make_encoder(actor)
+        last = actor.hidden[-1] if actor.hidden else features
+        self.actor_body = mlp(features, actor.hidden, None, actor.activation, ortho=actor.ortho,
+                              layer_norm=actor.layer_norm)
         if spec.action_kind == "discrete":
             self.head: nn.Module = CategoricalHead(last, spec.action_dim)
         else:
             self.head = GaussianHead(last, spec.action_dim, cfg.log_std_init)
-        self.critic = mlp(spec.obs_dim, hidden, 1, act, out_gain=1.0, ortho=cfg.ortho_init)
+        self.critic_encoder, features = make_encoder(critic)
+        self.critic = mlp(features, critic.hidden, 1, critic.activation, out_gain=1.0,
+                          ortho=critic.ortho, layer_norm=critic.layer_norm)
 
     def dist(self, obs: torch.Tensor):
-        """The action distribution at `obs` [B, obs_dim]."""
-        return self.head(self.actor_body(obs.flatten(1)))
+        """The action distribution at `obs` [B, *obs_shape]."""
+        return self.head(self.actor_body(encode(self.actor_encoder, obs)))
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(obs) as a [B] tensor."""
-        return self.critic(obs.flatten(1)).squeeze(-1)
+        return self.critic(encode(self.critic_encoder, obs)).squeeze(-1)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
@@ -117,15 +124,18 @@ class PPO:
         lr = cfg.lr * progress_remaining if cfg.anneal_lr else cfg.lr
         set_lr(self.optimizer, lr)
         size = batch.obs.shape[0]
-        rows: list[dict[str, float]] = []
+        rows: list[torch.Tensor] = []
         for _ in range(cfg.n_epochs):
             perm = torch.randperm(size, device=self.device)
             epoch = [self._minibatch_step(batch, perm[i:i + cfg.batch_size])
                      for i in range(0, size, cfg.batch_size)]
             rows += epoch
-            if cfg.target_kl is not None and mean_metrics(epoch)["train/approx_kl"] > 1.5 * cfg.target_kl:
-                break
-        metrics = mean_metrics(rows)
+            if cfg.target_kl is not None:  # one host sync per epoch, only when early stopping
+                kl = torch.stack(epoch)[:, _METRICS.index("train/approx_kl")].mean().item()
+                if kl > 1.5 * cfg.target_kl:
+                    break
+        # one host sync per update: the minibatch metrics stay on the device until here
+        metrics = dict(zip(_METRICS, torch.stack(rows).mean(0).tolist(), strict=True))
         metrics["train/explained_variance"] = explained_variance(batch.values, batch.returns)
         metrics["train/learning_rate"] = lr
         metrics["train/n_updates"] = float(len(rows))
@@ -133,7 +143,8 @@ class PPO:
             metrics["train/std"] = self.policy.head.log_std.detach().exp().mean().item()
         return metrics
 
-    def _minibatch_step(self, batch: RolloutBatch, idx: torch.Tensor) -> dict[str, float]:
+    def _minibatch_step(self, batch: RolloutBatch, idx: torch.Tensor) -> torch.Tensor:
+        """One gradient step on the rows `idx`; returns the `_METRICS` values as one tensor."""
         obs, actions = batch.obs[idx], batch.actions[idx]
         old_log_prob, old_values = batch.log_probs[idx], batch.values[idx]
         adv, returns = batch.advantages[idx], batch.returns[idx]
@@ -150,15 +161,8 @@ class PPO:
         norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm)
         with torch.no_grad():  # http://joschu.net/blog/kl-approx.html: E[(r − 1) − log r]
             approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
-        return {
-            "train/policy_loss": policy_loss.item(),
-            "train/value_loss": value_loss.item(),
-            "train/entropy_loss": -entropy.item(),
-            "train/approx_kl": approx_kl.item(),
-            "train/clip_fraction": clip_frac.item(),
-            "train/grad_norm": norm,
-            "train/loss": loss.item(),
-        }
+            return torch.stack([policy_loss, value_loss, -entropy, approx_kl, clip_frac,
+                                norm.to(loss.dtype), loss]).detach()
 
     def _policy_loss(self, log_ratio: torch.Tensor, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Clipped surrogate: −E[min(r A, clip(r, 1 − ε, 1 + ε) A)]."""
@@ -184,6 +188,11 @@ class PPO:
         """Restore `state_dict()`."""
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
+
+
+_METRICS = ("train/policy_loss", "train/value_loss", "train/entropy_loss", "train/approx_kl",
+            "train/clip_fraction", "train/grad_norm", "train/loss")
+"""The per-minibatch metrics, in the order `PPO._minibatch_step` returns them."""
 
 
 def build(cfg: PPOConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> PPO:

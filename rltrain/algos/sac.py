@@ -14,6 +14,7 @@ from rltrain.algos.ddpg import check_lrs, pick_lr
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
+from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
 
 
@@ -23,9 +24,9 @@ class SACConfig(OffPolicyConfig):
 
     name: str = "sac"
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
-    """Hidden layer widths of the actor and each critic."""
+    """Hidden layer widths of the actor and each critic (unless `net.*` sets them)."""
     activation: str = "relu"
-    """Hidden activation: tanh, relu, elu, gelu or silu."""
+    """Hidden activation: tanh, relu, elu, gelu or silu (unless `net.activation` is set)."""
     actor_lr: float | None = None
     """Actor learning rate (None: `lr`)."""
     critic_lr: float | None = None
@@ -63,9 +64,10 @@ class SAC:
 
     def __init__(self, cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
-        dims = (spec.obs_dim, spec.action_dim, cfg.hidden_sizes, cfg.activation)
-        self.actor = SquashedGaussianActor(*dims, cfg.log_std_min, cfg.log_std_max).to(self.device)
-        self.critic = TwinQ(*dims).to(self.device)
+        actor, critic = resolve_nets(cfg, spec)
+        self.actor = SquashedGaussianActor(actor, spec.action_dim, cfg.log_std_min,
+                                           cfg.log_std_max).to(self.device)
+        self.critic = TwinQ(critic, spec.action_dim).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_optimizer = adam(self.actor.parameters(), pick_lr(cfg.actor_lr, cfg))
         self.critic_optimizer = adam(self.critic.parameters(), pick_lr(cfg.critic_lr, cfg))

@@ -13,6 +13,7 @@ from rltrain.algos.ddpg import check_lrs, pick_lr
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.continuous import DeterministicActor, TwinQ, add_gaussian_noise
+from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
 
 
@@ -24,9 +25,9 @@ class TD3Config(OffPolicyConfig):
     lr: float = 1e-3
     """Learning rate of the actor and critics (unless `actor_lr` / `critic_lr` are set)."""
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
-    """Hidden layer widths of the actor and each critic."""
+    """Hidden layer widths of the actor and each critic (unless `net.*` sets them)."""
     activation: str = "relu"
-    """Hidden activation: tanh, relu, elu, gelu or silu."""
+    """Hidden activation: tanh, relu, elu, gelu or silu (unless `net.activation` is set)."""
     actor_lr: float | None = None
     """Actor learning rate (None: `lr`)."""
     critic_lr: float | None = None
@@ -56,9 +57,9 @@ class TD3:
 
     def __init__(self, cfg: TD3Config, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
-        dims = (spec.obs_dim, spec.action_dim, cfg.hidden_sizes, cfg.activation)
-        self.actor = DeterministicActor(*dims).to(self.device)
-        self.critic = TwinQ(*dims).to(self.device)
+        actor, critic = resolve_nets(cfg, spec)
+        self.actor = DeterministicActor(actor, spec.action_dim).to(self.device)
+        self.critic = TwinQ(critic, spec.action_dim).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_optimizer = adam(self.actor.parameters(), pick_lr(cfg.actor_lr, cfg))

@@ -2,9 +2,38 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from rltrain.errors import UserError
 from rltrain.types import TransitionBatch
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes that can still be allocated on `device` (Linux MemAvailable, CUDA free memory);
+    None when unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(capacity: int, obs_shape: tuple[int, ...], device: torch.device) -> None:
+    """Refuse, with one line, a replay whose observations alone would not fit in memory (image
+    observations at the default `buffer_size` would: the OS kills the process instead)."""
+    need = 2 * capacity * 4 * math.prod(obs_shape)  # obs and next_obs, float32
+    free = available_memory(device)
+    if free is not None and need > free:
+        raise UserError(f"replay buffer: {capacity:,} transitions of observations "
+                        f"{list(obs_shape)} need {need / 2**30:.1f} GiB on {device}, "
+                        f"{free / 2**30:.1f} GiB is available: lower algo.buffer_size")
 
 
 class ReplayBuffer:
@@ -22,6 +51,7 @@ class ReplayBuffer:
             raise ValueError(f"replay capacity must be > 0, got {capacity}")
         self.capacity, self.device = int(capacity), torch.device(device)
         c = self.capacity
+        check_memory(c, obs_shape, self.device)
         self.obs = torch.zeros((c, *obs_shape), dtype=torch.float32, device=self.device)
         self.next_obs = torch.zeros((c, *obs_shape), dtype=torch.float32, device=self.device)
         self.actions = torch.zeros((c, *action_shape), dtype=action_dtype, device=self.device)

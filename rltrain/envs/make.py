@@ -112,8 +112,14 @@ def make_env(
     """The `VecEnv` of `cfg` (see `_make_vec`), with the normalization wrappers `cfg` asks for.
 
     Evaluation envs pass `training=False`: statistics stay frozen and rewards are not scaled.
+    Image observations (3-D) refuse `normalize_obs`: the CNN encoder scales pixels itself.
     """
     env = _make_vec(cfg, device, num_envs or cfg.num_envs)
+    if cfg.normalize_obs and len(env.spec.obs_shape) == 3:
+        env.close()
+        raise UserError(f"env.normalize_obs=true would normalize each pixel of {cfg.id}'s image "
+                        f"observations {list(env.spec.obs_shape)}; the CNN encoder scales them "
+                        f"(uint8 by 1/255) instead: set env.normalize_obs=false")
     if cfg.normalize_obs:
         env = NormalizeObs(env, clip=cfg.clip_obs, training=training)
     if cfg.normalize_reward and training:

@@ -57,6 +57,13 @@ def describe_action_space(space: gym.Space) -> tuple[str, int]:
     raise UserError(f"unsupported action space {space}: rltrain handles Discrete and 1-D Box")
 
 
+def is_pixels(space: gym.spaces.Box) -> bool:
+    """True for uint8 observations, or any bounded to [0, 255]: pixel intensities."""
+    if space.dtype == np.uint8:
+        return True
+    return bool(np.all(space.low == 0) and np.all(space.high == 255))
+
+
 class GymVecEnv:
     """Adapts a gymnasium `VectorEnv` (SAME_STEP autoreset) to the `VecEnv` contract.
 
@@ -77,7 +84,7 @@ class GymVecEnv:
         if not isinstance(obs_space, gym.spaces.Box):
             raise UserError(f"unsupported observation space {obs_space}: rltrain handles Box observations")
         kind, dim = describe_action_space(venv.single_action_space)
-        self.spec = EnvSpec(tuple(obs_space.shape), kind, dim, venv.num_envs)
+        self.spec = EnvSpec(tuple(obs_space.shape), kind, dim, venv.num_envs, is_pixels(obs_space))
         n = venv.num_envs
         self._ep_return = np.zeros(n, dtype=np.float64)
         self._ep_length = np.zeros(n, dtype=np.int64)

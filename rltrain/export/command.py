@@ -33,8 +33,14 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
         raise UserError(f"check_samples={check_samples} must be > 0")
     path, payload, cfg = load_checkpoint(ckpt, "cpu")
     target = Path(out) if out else run_dir_of(path) / "export" / formats.FORMATS[fmt]
-    env = make_env(dataclasses.replace(cfg.env, vectorization="sync"), "cpu", num_envs=1,
-                   training=False)
+    # a native torch twin (env.backend=torch) has gymnasium's dynamics and spaces: export
+    # against the gymnasium env, whose spaces give the observation and action bounds
+    env = make_env(dataclasses.replace(cfg.env, vectorization="sync", backend="gymnasium"), "cpu",
+                   num_envs=1, training=False)
+    if find_layer(env, GymVecEnv) is None:
+        env.close()
+        raise UserError(f"export needs a gymnasium env; {cfg.env.id} builds a batched VecEnv "
+                        f"of its own, whose observation and action bounds are unknown to export")
     try:
         algo = build_agent(cfg, env, payload, path, "cpu")
         policy = algo.policy.eval()

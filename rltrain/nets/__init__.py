@@ -1,1 +1,2 @@
-"""Networks: MLP bodies, actor heads and critics."""
+"""Networks: MLP bodies, image encoders, actor heads and critics; `config.py` (`net.*`) and
+`spec.py` decide their layers."""

@@ -6,13 +6,14 @@ Every actor here outputs actions in [-1, 1]; the env adapter rescales them to th
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rltrain.nets.mlp import activation, mlp
+from rltrain.nets.encoder import encode, make_encoder
+from rltrain.nets.mlp import HIDDEN_GAIN, POLICY_GAIN, activation, init_linear, mlp
+from rltrain.nets.spec import NetSpec
 
 _LOG_2 = math.log(2.0)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -44,13 +45,15 @@ def add_gaussian_noise(action: torch.Tensor, std: float) -> torch.Tensor:
 class DeterministicActor(nn.Module):
     """a = tanh(MLP(obs)): the DDPG/TD3 actor."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], act: str = "relu"):
+    def __init__(self, spec: NetSpec, action_dim: int):
         super().__init__()
-        self.net = mlp(obs_dim, hidden, action_dim, act, ortho=False)
+        self.encoder, features = make_encoder(spec)
+        self.net = mlp(features, spec.hidden, action_dim, spec.activation, POLICY_GAIN,
+                       spec.ortho, spec.layer_norm)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Action in [-1, 1], shape [B, A]."""
-        return torch.tanh(self.net(obs.flatten(1)))
+        return torch.tanh(self.net(encode(self.encoder, obs)))
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
@@ -61,18 +64,20 @@ class DeterministicActor(nn.Module):
 class SquashedGaussianActor(nn.Module):
     """a = tanh(u), u ~ N(μ(obs), σ(obs)²): the SAC actor, with the tanh-corrected log-prob."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], act: str = "relu",
-                 log_std_min: float = -20.0, log_std_max: float = 2.0):
+    def __init__(self, spec: NetSpec, action_dim: int, log_std_min: float = -20.0,
+                 log_std_max: float = 2.0):
         super().__init__()
-        self.body = mlp(obs_dim, hidden, None, act, ortho=False)
-        last = hidden[-1] if hidden else obs_dim
-        self.mean = nn.Linear(last, action_dim)
-        self.log_std = nn.Linear(last, action_dim)
+        self.encoder, features = make_encoder(spec)
+        self.body = mlp(features, spec.hidden, None, spec.activation, ortho=spec.ortho,
+                        layer_norm=spec.layer_norm)
+        last = spec.hidden[-1] if spec.hidden else features
+        self.mean = init_linear(nn.Linear(last, action_dim), POLICY_GAIN, spec.ortho)
+        self.log_std = init_linear(nn.Linear(last, action_dim), POLICY_GAIN, spec.ortho)
         self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
 
     def dist_params(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean, log_std) of the pre-tanh Gaussian, each [B, A]; log_std is clamped."""
-        h = self.body(obs.flatten(1))
+        h = self.body(encode(self.encoder, obs))
         log_std = self.log_std(h).clamp(self.log_std_min, self.log_std_max)
         return self.mean(h), log_std
 
@@ -90,43 +95,74 @@ class SquashedGaussianActor(nn.Module):
 
 
 class EnsembleLinear(nn.Module):
-    """`n` independent linear layers applied in one batched matmul: [n, B, in] -> [n, B, out]."""
+    """`n` independent linear layers applied in one batched matmul: [n, B, in] -> [n, B, out].
 
-    def __init__(self, n: int, in_dim: int, out_dim: int):
+    `ortho_gain` set: each member's weight is orthogonal with that gain and biases are zero;
+    else each member gets the `nn.Linear` default init.
+    """
+
+    def __init__(self, n: int, in_dim: int, out_dim: int, ortho_gain: float | None = None):
         super().__init__()
         bound = 1.0 / math.sqrt(in_dim)  # the nn.Linear default init, per member
         self.weight = nn.Parameter(torch.empty(n, in_dim, out_dim).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(n, 1, out_dim).uniform_(-bound, bound))
+        if ortho_gain is not None:
+            with torch.no_grad():
+                for member in self.weight:  # [in, out]: the transpose of an nn.Linear weight
+                    member.copy_(nn.init.orthogonal_(torch.empty(out_dim, in_dim), ortho_gain).T)
+                self.bias.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x @ W_i + b_i for every member i."""
         return torch.baddbmm(self.bias, x, self.weight)
 
 
-class QEnsemble(nn.Module):
-    """`n` independent Q(s, a) MLPs evaluated in one batched call; returns [n, B]."""
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm over the features of each member's rows, with a per-member scale and shift."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], act: str = "relu",
-                 n: int = 2):
+    def __init__(self, n: int, dim: int):
+        super().__init__()
+        self.dim = dim
+        self.weight = nn.Parameter(torch.ones(n, 1, dim))
+        self.bias = nn.Parameter(torch.zeros(n, 1, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """[n, B, dim] -> [n, B, dim]; every row is normalized on its own, as in `nn.LayerNorm`."""
+        return torch.addcmul(self.bias, F.layer_norm(x, (self.dim,)), self.weight)
+
+
+class QEnsemble(nn.Module):
+    """`n` independent Q(s, a) MLPs evaluated in one batched call; returns [n, B].
+
+    Image observations go through one CNN encoder that the members share (as in DrQ); the
+    members' MLPs stay independent.
+    """
+
+    def __init__(self, spec: NetSpec, action_dim: int, n: int = 2):
         super().__init__()
         self.n = n
-        act_cls = activation(act)
+        self.encoder, features = make_encoder(spec)
+        act_cls = activation(spec.activation)
+        hidden_gain, out_gain = (HIDDEN_GAIN, 1.0) if spec.ortho else (None, None)
         layers: list[nn.Module] = []
-        last = obs_dim + action_dim
-        for width in hidden:
-            layers += [EnsembleLinear(n, last, width), act_cls()]
+        last = features + action_dim
+        for width in spec.hidden:
+            layers.append(EnsembleLinear(n, last, width, hidden_gain))
+            if spec.layer_norm:
+                layers.append(EnsembleLayerNorm(n, width))
+            layers.append(act_cls())
             last = width
-        layers.append(EnsembleLinear(n, last, 1))
+        layers.append(EnsembleLinear(n, last, 1, out_gain))
         self.net = nn.Sequential(*layers)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Q_i(obs, action) for every critic i, shape [n, B]."""
-        x = torch.cat([obs.flatten(1), action], dim=-1)
+        x = torch.cat([encode(self.encoder, obs), action], dim=-1)
         return self.net(x.unsqueeze(0).expand(self.n, -1, -1)).squeeze(-1)
 
 
 class TwinQ(QEnsemble):
     """The two critics of TD3 and SAC (clipped double-Q), evaluated together."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], act: str = "relu"):
-        super().__init__(obs_dim, action_dim, hidden, act, n=2)
+    def __init__(self, spec: NetSpec, action_dim: int):
+        super().__init__(spec, action_dim, n=2)

@@ -9,6 +9,11 @@ from torch import nn
 
 from rltrain.errors import UserError
 
+HIDDEN_GAIN = math.sqrt(2)
+"""Orthogonal-init gain of hidden layers (SB3 and CleanRL use √2 whatever the activation)."""
+POLICY_GAIN = 0.01
+"""Orthogonal-init gain of policy outputs: near-uniform / near-zero initial actions."""
+
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh,
     "relu": nn.ReLU,
@@ -32,24 +37,30 @@ def mlp(
     act: str = "tanh",
     out_gain: float = 1.0,
     ortho: bool = True,
+    layer_norm: bool = False,
 ) -> nn.Sequential:
     """Linear/activation stack; `out_dim=None` ends after the last hidden activation.
 
     With `ortho`, hidden layers get orthogonal init with gain sqrt(2) and the output layer
     `out_gain` (the PPO implementation detail from Engstrom et al. 2020); biases are zero.
+    With `layer_norm`, each hidden Linear is followed by a LayerNorm before its activation.
     """
     act_cls = activation(act)
     layers: list[nn.Module] = []
     last = in_dim
     for width in hidden:
-        layers += [_init(nn.Linear(last, width), math.sqrt(2), ortho), act_cls()]
+        layers.append(init_linear(nn.Linear(last, width), HIDDEN_GAIN, ortho))
+        if layer_norm:
+            layers.append(nn.LayerNorm(width))
+        layers.append(act_cls())
         last = width
     if out_dim is not None:
-        layers.append(_init(nn.Linear(last, out_dim), out_gain, ortho))
+        layers.append(init_linear(nn.Linear(last, out_dim), out_gain, ortho))
     return nn.Sequential(*layers)
 
 
-def _init(layer: nn.Linear, gain: float, ortho: bool) -> nn.Linear:
+def init_linear(layer: nn.Linear, gain: float, ortho: bool) -> nn.Linear:
+    """Orthogonal weights with `gain` and zero bias when `ortho`; PyTorch's default otherwise."""
     if ortho:
         nn.init.orthogonal_(layer.weight, gain)
         nn.init.zeros_(layer.bias)

@@ -1,13 +1,14 @@
-"""Action-value networks for Discrete actions: an MLP body with a plain or a dueling Q head."""
+"""Action-value networks for Discrete actions: an encoder and MLP body with a plain or a dueling
+Q head."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import torch
 from torch import nn
 
-from rltrain.nets.mlp import mlp
+from rltrain.nets.encoder import encode, make_encoder
+from rltrain.nets.mlp import init_linear, mlp
+from rltrain.nets.spec import NetSpec
 
 
 def dueling_aggregate(value: torch.Tensor, advantage: torch.Tensor) -> torch.Tensor:
@@ -18,10 +19,10 @@ def dueling_aggregate(value: torch.Tensor, advantage: torch.Tensor) -> torch.Ten
 class DuelingHead(nn.Module):
     """Features -> Q through a state-value stream and an advantage stream (Wang et al. 2016)."""
 
-    def __init__(self, in_dim: int, n_actions: int):
+    def __init__(self, in_dim: int, n_actions: int, ortho: bool = False):
         super().__init__()
-        self.value = nn.Linear(in_dim, 1)
-        self.advantage = nn.Linear(in_dim, n_actions)
+        self.value = init_linear(nn.Linear(in_dim, 1), 1.0, ortho)
+        self.advantage = init_linear(nn.Linear(in_dim, n_actions), 1.0, ortho)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """Q(s, ·) = V(s) + A(s, ·) − mean A, as `[B, n_actions]`."""
@@ -29,19 +30,22 @@ class DuelingHead(nn.Module):
 
 
 class QNetwork(nn.Module):
-    """MLP from observations to one Q-value per action, `[B, n_actions]`; dueling head optional."""
+    """Observations to one Q-value per action, `[B, n_actions]`: encoder, MLP body, then a
+    plain or a dueling head. PyTorch's default init unless `spec.ortho`, as in the DQN
+    references."""
 
-    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int], act: str = "relu",
-                 dueling: bool = False):
+    def __init__(self, spec: NetSpec, n_actions: int, dueling: bool = False):
         super().__init__()
-        last = hidden[-1] if hidden else obs_dim
-        # PyTorch's default init, as in the DQN references (no orthogonal init).
-        self.body = mlp(obs_dim, hidden, None, act, ortho=False)
-        self.head = DuelingHead(last, n_actions) if dueling else nn.Linear(last, n_actions)
+        self.encoder, features = make_encoder(spec)
+        last = spec.hidden[-1] if spec.hidden else features
+        self.body = mlp(features, spec.hidden, None, spec.activation, ortho=spec.ortho,
+                        layer_norm=spec.layer_norm)
+        self.head = (DuelingHead(last, n_actions, spec.ortho) if dueling
+                     else init_linear(nn.Linear(last, n_actions), 1.0, spec.ortho))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Q(obs, ·) as `[B, n_actions]`."""
-        return self.head(self.body(obs.flatten(1)))
+        return self.head(self.body(encode(self.encoder, obs)))
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:

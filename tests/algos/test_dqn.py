@@ -8,6 +8,7 @@ import torch
 from rltrain.algos.dqn import DQN, DQNConfig, greedy_next_value, linear_schedule
 from rltrain.errors import UserError
 from rltrain.nets.q import QNetwork, dueling_aggregate
+from rltrain.nets.spec import NetSpec
 from rltrain.types import EnvSpec, TransitionBatch
 
 SPEC = EnvSpec(obs_shape=(3,), action_kind="discrete", action_dim=2, num_envs=2)
@@ -49,7 +50,7 @@ def test_dueling_aggregation_subtracts_mean_advantage():
 
 
 def test_dueling_network_combines_value_and_advantage_streams():
-    net = QNetwork(obs_dim=2, n_actions=2, hidden=[], dueling=True)
+    net = QNetwork(NetSpec((2,), ()), n_actions=2, dueling=True)
     with torch.no_grad():
         net.head.value.weight.copy_(torch.tensor([[1.0, 0.0]]))
         net.head.value.bias.fill_(0.5)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from rltrain.buffers.replay import ReplayBuffer
 from rltrain.config import EnvConfig
 from rltrain.envs.make import make_env
+from rltrain.errors import UserError
 
 
 def make_buffer(capacity: int) -> ReplayBuffer:
@@ -120,3 +121,22 @@ def test_replay_invariants_size_position_and_last_write_per_slot(capacity, data)
         last = max(i for i in range(added) if i % capacity == slot)
         assert buf.rewards[slot].item() == last
         assert buf.obs[slot].tolist() == [last, -last]
+
+
+def test_replay_keeps_image_observations_whole():
+    buf = ReplayBuffer(4, (6, 5, 3), (), torch.long)
+    obs = torch.arange(2 * 90, dtype=torch.float32).reshape(2, 6, 5, 3)
+    buf.add(obs, torch.tensor([0, 1]), torch.tensor([1.0, 2.0]), obs + 1000, torch.tensor([False, True]))
+    batch = buf.sample(16, generator=torch.Generator().manual_seed(0))
+    assert batch.obs.shape == batch.next_obs.shape == (16, 6, 5, 3)
+    for o, a, r, n in zip(batch.obs, batch.actions, batch.rewards, batch.next_obs, strict=True):
+        assert torch.equal(o, obs[a]) and torch.equal(n, obs[a] + 1000) and r == a + 1
+
+
+def test_replay_that_cannot_fit_in_memory_is_a_one_line_error(monkeypatch):
+    monkeypatch.setattr("rltrain.buffers.replay.available_memory", lambda device: 10 * 2**30)
+    with pytest.raises(UserError, match=r"^replay buffer: 1,000,000 transitions of observations "
+                                        r"\[40, 40, 3\] need 35.8 GiB on cpu, 10.0 GiB is "
+                                        r"available: lower algo.buffer_size$"):
+        ReplayBuffer(1_000_000, (40, 40, 3), (), torch.long)
+    assert ReplayBuffer(1000, (40, 40, 3), (), torch.long).nbytes > 2 * 1000 * 4800 * 4

@@ -147,3 +147,14 @@ def test_compute_gae_equals_python_loop_reference(case):
     # compute_gae multiplies γ and γλ into float32 masks, so they are rounded to float32 there
     torch.testing.assert_close(adv, f64(expected), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ret, f64(expected) + f64(values), rtol=1e-5, atol=1e-5)
+
+
+def test_rollout_flattens_image_observations_keeping_their_shape():
+    buf = RolloutBuffer(3, 2, (6, 5, 3), (), torch.long, torch.device("cpu"))
+    for t in range(3):
+        obs = torch.full((2, 6, 5, 3), float(t)) + torch.tensor([0.0, 10.0]).view(2, 1, 1, 1)
+        buf.add(obs, torch.zeros(2, dtype=torch.long), torch.zeros(2), torch.zeros(2),
+                torch.ones(2), torch.zeros(2, dtype=torch.bool), torch.zeros(2, dtype=torch.bool))
+    batch = buf.finish(torch.zeros(2), gamma=0.9, gae_lambda=1.0)
+    assert batch.obs.shape == (6, 6, 5, 3)
+    assert [float(o[0, 0, 0]) for o in batch.obs] == [0.0, 10.0, 1.0, 11.0, 2.0, 12.0]  # [t, env]

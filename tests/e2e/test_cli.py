@@ -37,6 +37,10 @@ BAD_INPUTS = {
     "zero_timesteps": (["total_timesteps=0"], "total_timesteps=0"),
     "zero_envs": (["env.num_envs=0"], "env.num_envs=0"),
     "bad_batch_size": (["env=CartPole-v1", "algo.batch_size=100"], "algo.batch_size=100"),
+    "bad_activation": (["net.activation=sigmoid"],
+                       "net.activation='sigmoid': choose one of tanh, relu, elu, gelu, silu"),
+    "empty_net_hidden": (["net.hidden=[]"], "net.hidden=[]: give one or more layer widths > 0"),
+    "typo_net_field": (["net.layer_norms=true"], "did you mean algo.net.layer_norm"),
     "eval_missing_checkpoint": (["eval", "ckpt={tmp}/missing.pt"], "does not exist"),
     "eval_random_bytes": (["eval", "ckpt={tmp}/random.pt"], "not a readable rltrain checkpoint"),
 }

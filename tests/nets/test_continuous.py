@@ -8,6 +8,8 @@ from torch.distributions import Normal
 
 from rltrain.nets.continuous import (
     DeterministicActor,
+    EnsembleLayerNorm,
+    EnsembleLinear,
     QEnsemble,
     SquashedGaussianActor,
     TwinQ,
@@ -15,6 +17,12 @@ from rltrain.nets.continuous import (
     squashed_gaussian_log_prob,
     tanh_log_det_jacobian,
 )
+from rltrain.nets.spec import NetSpec
+
+
+def flat(obs_dim: int, hidden: list[int]) -> NetSpec:
+    """Settings of a ReLU MLP on vector observations of size `obs_dim`."""
+    return NetSpec((obs_dim,), tuple(hidden))
 
 
 def test_squashed_log_prob_matches_float64_change_of_variables():
@@ -57,22 +65,22 @@ def test_tanh_log_det_jacobian_stays_finite_where_the_naive_form_is_minus_inf():
 def test_actor_actions_stay_within_unit_box_for_extreme_observations(deterministic):
     torch.manual_seed(0)
     obs = torch.randn(256, 4) * 1e3
-    squashed = SquashedGaussianActor(4, 2, [16, 16])
+    squashed = SquashedGaussianActor(flat(4, [16, 16]), 2)
     action, log_prob = squashed(obs, deterministic=deterministic)
     assert action.abs().max() <= 1.0 and torch.isfinite(log_prob).all()
-    assert DeterministicActor(4, 2, [16, 16]).act(obs, deterministic).abs().max() <= 1.0
+    assert DeterministicActor(flat(4, [16, 16]), 2).act(obs, deterministic).abs().max() <= 1.0
 
 
 def test_squashed_actor_deterministic_action_is_tanh_of_mean():
     torch.manual_seed(0)
-    actor, obs = SquashedGaussianActor(3, 2, [16]), torch.randn(8, 3)
+    actor, obs = SquashedGaussianActor(flat(3, [16]), 2), torch.randn(8, 3)
     mean, _ = actor.dist_params(obs)
     torch.testing.assert_close(actor.act(obs, deterministic=True), torch.tanh(mean))
     assert not torch.equal(actor.act(obs, deterministic=False), torch.tanh(mean))
 
 
 def test_squashed_actor_log_std_is_clamped_to_its_bounds():
-    actor = SquashedGaussianActor(3, 1, [16], log_std_min=-2.0, log_std_max=0.5)
+    actor = SquashedGaussianActor(flat(3, [16]), 1, log_std_min=-2.0, log_std_max=0.5)
     torch.nn.init.constant_(actor.log_std.bias, 100.0)
     assert torch.equal(actor.dist_params(torch.randn(4, 3))[1], torch.full((4, 1), 0.5))
 
@@ -87,7 +95,7 @@ def test_add_gaussian_noise_clips_back_to_unit_box():
 
 def test_twin_q_matches_two_independent_critics():
     torch.manual_seed(0)
-    q = TwinQ(3, 2, [16, 8])
+    q = TwinQ(flat(3, [16, 8]), 2)
     obs, act = torch.randn(5, 3), torch.randn(5, 2)
     x = torch.cat([obs, act], -1)
     for i in range(2):
@@ -99,7 +107,34 @@ def test_twin_q_matches_two_independent_critics():
 
 
 def test_q_ensemble_gradients_do_not_leak_between_members():
-    q = QEnsemble(3, 1, [16], n=3)
+    q = QEnsemble(flat(3, [16]), 1, n=3)
     q(torch.randn(4, 3), torch.randn(4, 1))[1].sum().backward()
     grad = q.net[0].weight.grad
     assert grad[1].abs().sum() > 0 and grad[0].abs().sum() == 0 and grad[2].abs().sum() == 0
+
+
+def test_ensemble_layer_norm_normalizes_each_member_with_its_own_scale():
+    torch.manual_seed(0)
+    norm = EnsembleLayerNorm(3, 4)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 2.0)
+        norm.bias.normal_()
+    x = torch.randn(3, 5, 4) * 10 + 3
+    for i in range(3):
+        expected = torch.nn.functional.layer_norm(x[i], (4,), norm.weight[i, 0], norm.bias[i, 0])
+        torch.testing.assert_close(norm(x)[i], expected)
+
+
+def test_ensemble_linear_ortho_init_is_orthogonal_per_member():
+    layer = EnsembleLinear(2, 8, 8, ortho_gain=2.0)
+    for i in range(2):
+        w = layer.weight[i]
+        torch.testing.assert_close(w.T @ w, 4.0 * torch.eye(8), atol=1e-5, rtol=0)
+    assert not torch.equal(layer.weight[0], layer.weight[1]) and (layer.bias == 0).all()
+
+
+def test_twin_q_layer_norm_keeps_members_independent():
+    q = TwinQ(NetSpec((3,), (16,), layer_norm=True), 1)
+    assert isinstance(q.net[1], EnsembleLayerNorm)
+    q(torch.randn(4, 3), torch.randn(4, 1))[0].sum().backward()
+    assert q.net[1].weight.grad[1].abs().sum() == 0 and q.net[1].weight.grad[0].abs().sum() > 0

@@ -1,0 +1,112 @@
+"""GPU throughput: PPO on the native torch CartPole with thousands of envs, end to end.
+
+    python benchmarks/gpu.py                                  # 4096 envs on cuda
+    python benchmarks/gpu.py --num-envs 1024 --total 5e6 --device cpu   # try it without a GPU
+
+Trains through the `Runner` exactly as `rltrain algo=ppo env=CartPole-v1 env.backend=torch
+device=cuda env.num_envs=4096 ...` does, and reports end-to-end env steps/s (collection +
+GAE + update + logging; evaluation time off the clock) and the eval curve, so the figure comes
+with the evidence that the policy still solves the task. Writes benchmarks/results/gpu.json/.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import rltrain_side  # noqa: E402
+
+
+def overrides(args: argparse.Namespace) -> list[str]:
+    """The command-line overrides of the run."""
+    n = args.num_envs
+    return [f"device={args.device}", "env.backend=torch", f"env.num_envs={n}",
+            f"algo.n_steps={args.n_steps}", f"algo.batch_size={n * args.n_steps // args.minibatches}",
+            f"algo.n_epochs={args.epochs}", f"algo.lr={args.lr}", "algo.gamma=0.99",
+            "algo.gae_lambda=0.95", "algo.anneal_lr=true", f"total_timesteps={int(args.total)}",
+            f"eval.freq={int(args.eval_every)}", "eval.episodes=16", "eval.num_envs=16",
+            "logger.log_freq=1000000", *(["compile=true"] if args.compile else [])]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Train once; returns steps/s, the eval curve and the device name."""
+    import torch
+
+    import rltrain.runner.runner as runner_mod
+    from rltrain.runner.runner import Runner
+
+    ov = overrides(args)
+    cfg = rltrain_side.compose("ppo", "CartPole-v1", args.seed, ov)
+    eval_clock = {"s": 0.0}
+    original = runner_mod.run_episodes
+
+    def timed(*a: Any, **k: Any) -> dict[str, Any]:
+        t = time.perf_counter()
+        out = original(*a, **k)
+        eval_clock["s"] += time.perf_counter() - t
+        return out
+
+    curve: list[tuple[int, float, float]] = []
+    with __import__("tempfile").TemporaryDirectory() as tmp:
+        runner = Runner(cfg, Path(tmp) / "run")
+        start = 0.0
+
+        def record(state: Any) -> None:
+            last = state.last_eval
+            if last is not None and (not curve or curve[-1][0] != last["step"]):
+                curve.append((last["step"], time.perf_counter() - start - eval_clock["s"],
+                              last["mean_reward"]))
+
+        runner.add_callback("post_iteration", record)
+        runner_mod.run_episodes = timed
+        try:
+            start = time.perf_counter()
+            final = runner.run()
+            seconds = time.perf_counter() - start - eval_clock["s"]
+        finally:
+            runner_mod.run_episodes = original
+    steps = runner.state.global_step
+    device = torch.cuda.get_device_name() if cfg.device.startswith("cuda") else "cpu"
+    return {"device": device, "overrides": ov, "steps": steps, "train_seconds": seconds,
+            "sps": steps / seconds, "final_return": final["mean_reward"], "curve": curve,
+            "first_475": next((c for c in curve if c[2] >= 475), None),
+            "timer": dict(runner.timer.totals)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, train, print and write the result."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--num-envs", type=int, default=4096)
+    p.add_argument("--n-steps", type=int, default=16)
+    p.add_argument("--minibatches", type=int, default=4)
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--total", type=float, default=2e7)
+    p.add_argument("--eval-every", type=float, default=1e6)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compile", action="store_true", help="compile=true")
+    p.add_argument("--out", default="benchmarks/results")
+    args = p.parse_args(argv)
+    logging.disable(logging.INFO)
+    result = run(args)
+    print(f"{result['device']}: {result['sps']:,.0f} env steps/s end to end "
+          f"({result['steps']:,} steps in {result['train_seconds']:.1f} s, evals off the clock); "
+          f"final eval {result['final_return']:.1f}; first eval >= 475: {result['first_475']}")
+    print("sections (s):", {k: round(v, 2) for k, v in result["timer"].items()})
+    print("curve (step, s, return):", [(s, round(t, 2), round(r, 1)) for s, t, r in result["curve"]])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = "gpu" + ("_compile" if args.compile else "")
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Observation encoders: flatten vectors, or a Nature-DQN CNN for images (Mnih et al. 2015)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rltrain.errors import UserError
+from rltrain.nets.mlp import HIDDEN_GAIN
+from rltrain.nets.spec import NetSpec
+
+MIN_IMAGE_SIZE = 36
+"""Smallest height and width the three Nature-DQN convolutions leave a 1x1 map of."""
+
+
+def make_encoder(spec: NetSpec) -> tuple[nn.Module | None, int]:
+    """(encoder, F): a `NatureCNN` for images; None for vectors, which `encode` flattens (no
+    module, so MLP checkpoints keep their keys and the hot path its speed)."""
+    if not spec.image:
+        return None, spec.obs_dim
+    return NatureCNN(spec), spec.cnn_features
+
+
+def encode(encoder: nn.Module | None, obs: torch.Tensor) -> torch.Tensor:
+    """Features `[B, F]` of observations `[B, *obs_shape]` (see `make_encoder`).
+
+    A plain `flatten` costs 0.3 µs where an `nn.Flatten` call costs 1.7 µs, on every forward.
+    """
+    return obs.flatten(1) if encoder is None else encoder(obs)
+
+
+def is_channels_last(shape: tuple[int, ...]) -> bool:
+    """True for `[H, W, C]` images: the channel axis is the smaller end (ties: `[C, H, W]`)."""
+    return shape[-1] < shape[0]
+
+
+class NatureCNN(nn.Module):
+    """Conv 8x8/4, 4x4/2, 3x3/1 (ReLU each), then Linear + ReLU to `cnn_features` features.
+
+    Accepts `[B, H, W, C]` or `[B, C, H, W]` float observations (see `is_channels_last`) and
+    divides uint8 pixel values by 255 first.
+    """
+
+    def __init__(self, spec: NetSpec):
+        super().__init__()
+        shape = spec.obs_shape
+        self.channels_last = is_channels_last(shape)
+        c, h, w = (shape[2], shape[0], shape[1]) if self.channels_last else shape
+        if min(h, w) < MIN_IMAGE_SIZE:
+            raise UserError(f"image observations {list(shape)} are too small for the CNN encoder "
+                            f"(needs at least {MIN_IMAGE_SIZE}x{MIN_IMAGE_SIZE} pixels): use "
+                            f"net.encoder=flatten")
+        c1, c2, c3 = spec.cnn_channels
+        self.convs = nn.Sequential(
+            nn.Conv2d(c, c1, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(c1, c2, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(c2, c3, 3, stride=1), nn.ReLU(),
+            nn.Flatten(1),
+        )
+        with torch.no_grad():
+            n_flat = self.convs(torch.zeros(1, c, h, w)).shape[1]
+        self.linear = nn.Linear(n_flat, spec.cnn_features)
+        self.scale = 1.0 / 255.0 if spec.pixels else 1.0
+        if spec.ortho:
+            for layer in (*self.convs, self.linear):
+                if isinstance(layer, (nn.Conv2d, nn.Linear)):
+                    nn.init.orthogonal_(layer.weight, HIDDEN_GAIN)
+                    nn.init.zeros_(layer.bias)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Features `[B, cnn_features]`."""
+        x = obs.permute(0, 3, 1, 2) if self.channels_last else obs
+        if self.scale != 1.0:
+            x = x * self.scale
+        return torch.relu(self.linear(self.convs(x)))

@@ -1,0 +1,72 @@
+"""From config to layers: the one place where `algo.net`, the algorithm's own defaults and the
+env's observation space become the concrete settings each network is built from."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from rltrain.errors import UserError
+
+if TYPE_CHECKING:
+    from rltrain.config import AlgoConfig
+    from rltrain.types import EnvSpec
+
+
+@dataclass(frozen=True)
+class NetSpec:
+    """What one network is built from: its input, widths, activation, normalization, init."""
+
+    obs_shape: tuple[int, ...]
+    hidden: tuple[int, ...]
+    activation: str = "relu"
+    layer_norm: bool = False
+    ortho: bool = False
+    image: bool = False  # observations go through the CNN encoder (nets/encoder.py)
+    pixels: bool = False  # uint8 pixels: the encoder divides by 255
+    cnn_channels: tuple[int, ...] = (32, 64, 64)
+    cnn_features: int = 512
+
+    @property
+    def obs_dim(self) -> int:
+        """Flattened observation size."""
+        return math.prod(self.obs_shape)
+
+
+class ActorCriticSpecs(NamedTuple):
+    """The policy network's settings and the value / Q network's settings."""
+
+    actor: NetSpec
+    critic: NetSpec
+
+
+def resolve_nets(cfg: AlgoConfig, env: EnvSpec, ortho: bool = False) -> ActorCriticSpecs:
+    """Settings of the actor and the critic: `cfg.net` where set, else the algorithm's
+    `hidden_sizes` and `activation`, and `ortho` (the algorithm's own init default)."""
+    net = cfg.net
+    hidden = net.hidden if net.hidden is not None else cfg.hidden_sizes
+    shape = tuple(env.obs_shape)
+    common = {
+        "obs_shape": shape,
+        "activation": net.activation if net.activation is not None else cfg.activation,
+        "layer_norm": net.layer_norm,
+        "ortho": ortho if net.ortho_init is None else net.ortho_init,
+        "image": uses_cnn(net.encoder, shape),
+        # duck-typed envs (batched factories) may bring their own spec object without `pixels`
+        "pixels": bool(getattr(env, "pixels", False)),
+        "cnn_channels": tuple(net.cnn_channels),
+        "cnn_features": net.cnn_features,
+    }
+    actor = net.actor_hidden if net.actor_hidden is not None else hidden
+    critic = net.critic_hidden if net.critic_hidden is not None else hidden
+    return ActorCriticSpecs(NetSpec(hidden=tuple(actor), **common),
+                            NetSpec(hidden=tuple(critic), **common))
+
+
+def uses_cnn(encoder: str, obs_shape: tuple[int, ...]) -> bool:
+    """Whether `net.encoder` picks the CNN for observations of `obs_shape` (auto: 3-D ones)."""
+    if encoder == "cnn" and len(obs_shape) != 3:
+        raise UserError(f"net.encoder=cnn needs image observations ([H, W, C] or [C, H, W]); "
+                        f"this env's have shape {list(obs_shape)}")
+    return encoder == "cnn" or (encoder == "auto" and len(obs_shape) == 3)
