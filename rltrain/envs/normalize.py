@@ -17,8 +17,8 @@ class RunningMeanStd:
 
     def update(self, x: torch.Tensor) -> None:
         """Fold a batch `[B, *shape]` into the statistics."""
-        x = x.to(torch.float64)
-        b_mean, b_var, b_count = x.mean(0), x.var(0, unbiased=False), x.shape[0]
+        b_var, b_mean = torch.var_mean(x.to(torch.float64), 0, correction=0)  # one pass, one op
+        b_count = x.shape[0]
         delta = b_mean - self.mean
         total = self.count + b_count
         self.mean = self.mean + delta * b_count / total
@@ -89,10 +89,10 @@ class ScaleReward:
     def step(self, action: torch.Tensor) -> StepResult:
         res = self.env.step(action)
         if self.training:
-            self._ret = self._ret * self.gamma + res.reward.to(torch.float64)
+            self._ret.mul_(self.gamma).add_(res.reward)
             self.rms.update(self._ret)
-            self._ret[res.terminated | res.truncated] = 0.0
-        res.reward = (res.reward / torch.sqrt(self.rms.var + 1e-8)).to(torch.float32)
+            self._ret.masked_fill_(res.terminated | res.truncated, 0.0)
+        res.reward = (res.reward * torch.rsqrt(self.rms.var + 1e-8)).to(torch.float32)
         return res
 
     def close(self) -> None:

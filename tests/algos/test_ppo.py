@@ -145,3 +145,12 @@ def test_ppo_with_the_tuned_preset_learns_cartpole(tmp_path):
                         "logger=none", "eval.freq=0", "checkpoint.freq=0"], run_dir=tmp_path)
     assert result["episodes"] == 10
     assert result["mean_reward"] >= 200, result["returns"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env", "threshold"), [("Pendulum-v1", -200.0), ("CartPole-v1", 475.0)])
+def test_tuned_ppo_preset_solves_its_env_within_its_budget(tmp_path, env, threshold):
+    """The preset's own budget and 10 final deterministic episodes (~10-20 s each)."""
+    result = api.train([f"env={env}", "seed=0", "progress=off", "logger=none", "eval.episodes=10",
+                        "checkpoint.freq=0"], run_dir=tmp_path)
+    assert result["mean_reward"] >= threshold, result["returns"]
