@@ -15,7 +15,6 @@ import argparse
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,45 +38,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Train once; returns steps/s, the eval curve and the device name."""
     import torch
 
-    import rltrain.runner.runner as runner_mod
-    from rltrain.runner.runner import Runner
-
     ov = overrides(args)
     cfg = rltrain_side.compose("ppo", "CartPole-v1", args.seed, ov)
-    eval_clock = {"s": 0.0}
-    original = runner_mod.run_episodes
-
-    def timed(*a: Any, **k: Any) -> dict[str, Any]:
-        t = time.perf_counter()
-        out = original(*a, **k)
-        eval_clock["s"] += time.perf_counter() - t
-        return out
-
-    curve: list[tuple[int, float, float]] = []
-    with __import__("tempfile").TemporaryDirectory() as tmp:
-        runner = Runner(cfg, Path(tmp) / "run")
-        start = 0.0
-
-        def record(state: Any) -> None:
-            last = state.last_eval
-            if last is not None and (not curve or curve[-1][0] != last["step"]):
-                curve.append((last["step"], time.perf_counter() - start - eval_clock["s"],
-                              last["mean_reward"]))
-
-        runner.add_callback("post_iteration", record)
-        runner_mod.run_episodes = timed
-        try:
-            start = time.perf_counter()
-            final = runner.run()
-            seconds = time.perf_counter() - start - eval_clock["s"]
-        finally:
-            runner_mod.run_episodes = original
-    steps = runner.state.global_step
+    out = rltrain_side.timed_run(cfg)
+    steps, seconds, curve = out["runner"].state.global_step, out["train_seconds"], out["curve"]
     device = torch.cuda.get_device_name() if cfg.device.startswith("cuda") else "cpu"
     return {"device": device, "overrides": ov, "steps": steps, "train_seconds": seconds,
-            "sps": steps / seconds, "final_return": final["mean_reward"], "curve": curve,
+            "sps": steps / seconds, "final_return": out["final"]["mean_reward"], "curve": curve,
             "first_475": next((c for c in curve if c[2] >= 475), None),
-            "timer": dict(runner.timer.totals)}
+            "timer": dict(out["runner"].timer.totals)}
 
 
 def main(argv: list[str] | None = None) -> None:

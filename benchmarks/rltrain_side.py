@@ -36,14 +36,32 @@ def time_to_threshold(algo: str, env: str, seed: int, threshold: float,
     With `extra_evals=k` training stops `k` evaluations after the first one ≥ `threshold` (the
     SB3 side's `budget="until_solved_plus"`); the last evaluation is the final return.
     """
-    import rltrain.runner.runner as runner_mod
-    from rltrain.runner.runner import Runner
-
     extra = [f"eval.freq={eval_every}", f"eval.episodes={eval_episodes}"]
     if budget is not None:
         extra.append(f"total_timesteps={budget}")
     cfg = compose(algo, env, seed, [*overrides, *extra])
-    clock = {"eval": 0.0}
+
+    def stop_when_held(state: Any, curve: list[tuple[int, float, float]]) -> None:
+        hits = [i for i, (_, _, r) in enumerate(curve) if r >= threshold]
+        if extra_evals is not None and hits and len(curve) - 1 - hits[0] >= extra_evals:
+            state.stop = True
+
+    run = timed_run(cfg, stop_when_held)
+    return summarize_curve(run["curve"], threshold, run["final"]["mean_reward"],
+                           run["train_seconds"], run["runner"].state.global_step)
+
+
+def timed_run(cfg: Any, on_eval: Any = None) -> dict[str, Any]:
+    """Train `cfg` through the `Runner` in a temporary folder, evaluation time off the clock.
+
+    Returns `runner`, `final` (its final eval result), `train_seconds` and `curve`
+    [(env steps, training seconds, eval mean return)]; `on_eval(state, curve)` runs after each
+    new evaluation and may set `state.stop`.
+    """
+    import rltrain.runner.runner as runner_mod
+    from rltrain.runner.runner import Runner
+
+    clock = {"eval": 0.0, "start": 0.0}
     curve: list[tuple[int, float, float]] = []
     original = runner_mod.run_episodes
 
@@ -53,30 +71,26 @@ def time_to_threshold(algo: str, env: str, seed: int, threshold: float,
         clock["eval"] += time.perf_counter() - t
         return result
 
+    def record(state: Any) -> None:
+        last = state.last_eval
+        if last is not None and (not curve or curve[-1][0] != last["step"]):
+            seconds = time.perf_counter() - clock["start"] - clock["eval"]
+            curve.append((last["step"], seconds, last["mean_reward"]))
+            if on_eval is not None:
+                on_eval(state, curve)
+
     with tempfile.TemporaryDirectory() as tmp:
         runner = Runner(cfg, Path(tmp) / "run")
-        start = 0.0
-
-        def record(state: Any) -> None:
-            last = state.last_eval
-            if last is not None and (not curve or curve[-1][0] != last["step"]):
-                seconds = time.perf_counter() - start - clock["eval"]
-                curve.append((last["step"], seconds, last["mean_reward"]))
-                hits = [i for i, (_, _, r) in enumerate(curve) if r >= threshold]
-                if extra_evals is not None and hits and len(curve) - 1 - hits[0] >= extra_evals:
-                    state.stop = True
-
         runner.add_callback("post_iteration", record)
         runner_mod.run_episodes = timed_episodes
         try:
-            start = time.perf_counter()
+            clock["start"] = time.perf_counter()
             final = runner.run()
-            train_seconds = time.perf_counter() - start - clock["eval"]
+            train_seconds = time.perf_counter() - clock["start"] - clock["eval"]
         finally:
             runner_mod.run_episodes = original
     record(runner.state)  # the final evaluation, when it ran after the last iteration
-    return summarize_curve(curve, threshold, final["mean_reward"], train_seconds,
-                           runner.state.global_step)
+    return {"runner": runner, "final": final, "train_seconds": train_seconds, "curve": curve}
 
 
 def summarize_curve(curve: list[tuple[int, float, float]], threshold: float, final_return: float,
