@@ -14,6 +14,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from rltrain.envs.trust import NamedCode, named_code
 from rltrain.errors import TrainingError, UserError
 
 log = logging.getLogger("rltrain")
@@ -36,6 +37,9 @@ def fail(message: str, code: int = 2) -> None:
 def main() -> None:
     """Entry point of the `rltrain` command."""
     argv = sys.argv[1:]
+    # a log file that cannot be written (a full disk) must not print logging's own tracebacks:
+    # the run reports the failure itself, in one line
+    logging.raiseExceptions = False
     try:
         if argv[:1] == ["eval"]:
             eval_command(argv[1:])
@@ -51,6 +55,10 @@ def main() -> None:
         if _debug():
             raise
         fail(str(exc))
+    except TrainingError as exc:  # eval/export of a checkpoint whose env fails
+        if _debug():
+            raise
+        fail(str(exc), EXIT_TRAINING)
     except KeyboardInterrupt:  # a second Ctrl-C: quit now, without a traceback
         if _debug():
             raise
@@ -79,8 +87,18 @@ def train_command(argv: list[str]) -> None:
         check_overrides([a for a in argv if not a.startswith("-")])
     extra = _resume_run_dir(argv)
     _check_writable([*argv, *extra])
-    sys.argv = [sys.argv[0], *argv, *extra]
-    _train_task()
+    target = _single_run_dir([*argv, *extra])
+    if target is None:  # a multirun, --help, --cfg ...: each job's Runner guards its own folder
+        sys.argv = [sys.argv[0], *argv, *extra]
+        _train_task()
+        return
+    from rltrain.runner.ownership import check_target, run_lock
+
+    with run_lock(target):  # before Hydra writes .hydra/ into the folder
+        check_target(target, _arg_value(argv, "resume"), _budget(argv))
+        given = _arg_value([*argv, *extra], "hydra.run.dir") is not None
+        sys.argv = [sys.argv[0], *argv, *extra, *([] if given else [f"hydra.run.dir={target}"])]
+        _train_task()
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rltrain.conf", config_name="config")
@@ -111,7 +129,8 @@ def _run_job(cfg: DictConfig) -> float:
     if ckpt is not None:
         payload = checkpoint.load(ckpt)
         composed = OmegaConf.to_container(cfg, resolve=True)
-        train_cfg = resume_config(payload["config"], composed, list(HydraConfig.get().overrides.task))
+        train_cfg = resume_config(payload["config"], composed, list(HydraConfig.get().overrides.task),
+                                  str(ckpt))
         log.info("resuming %s from %s", run_dir, ckpt)
     else:
         train_cfg = to_train_config(cfg)
@@ -122,9 +141,68 @@ def _run_job(cfg: DictConfig) -> float:
         return run_seeds(train_cfg, run_dir)
     runner = Runner(train_cfg, run_dir, resume_from=payload)
     result = runner.run()
-    if runner.stopper.signum is not None:  # preempted: a non-zero code tells schedulers so
+    if "stopped" in result and runner.stopper.signum is not None:  # preempted: tell schedulers
         sys.exit(128 + runner.stopper.signum)
     return float(result["mean_reward"])
+
+
+def _arg_value(argv: list[str], key: str) -> str | None:
+    """The value of the last `key=value` in `argv` (None when absent)."""
+    values = [a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith(f"{key}=")]
+    return values[-1] if values else None
+
+
+def _budget(argv: list[str]) -> float | None:
+    """`total_timesteps=` of the command line, if it gives a number."""
+    value = _arg_value(argv, "total_timesteps")
+    try:
+        return None if value is None else float(value)
+    except ValueError:
+        return None
+
+
+def _single_run_dir(argv: list[str]) -> Path | None:
+    """The folder a single (not multirun) training run writes to; None for multirun or flags.
+
+    Without `hydra.run.dir=`, Hydra's `outputs/<date>/<time>` is taken, with a `-<k>` suffix
+    when a run started in the same second already has it (parallel runs must not share one).
+    """
+    if any(a in ("-m", "--multirun") or a.split("=")[0] in _HYDRA_FLAGS for a in argv):
+        return None
+    given = _arg_value(argv, "hydra.run.dir")
+    _check_free_space(Path(given if given is not None and "${" not in given else "outputs"))
+    if given is not None:
+        return None if "${" in given else Path(given)
+    from datetime import datetime
+
+    now = datetime.now()
+    base = Path("outputs") / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S")
+    for k in range(1000):  # mkdir claims a name atomically against runs started in parallel
+        candidate = base.with_name(f"{base.name}-{k}") if k else base
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            continue
+    raise UserError(f"{base}: 1000 runs started in this second; give hydra.run.dir=<folder>")
+
+
+MIN_FREE_BYTES = 1 << 20
+"""A run starts only with this much free space: Hydra's own first writes (.hydra/) would
+otherwise fail with its traceback. Later shortages are caught by the Runner (one line)."""
+
+
+def _check_free_space(target: Path) -> None:
+    """Refuse to start a run on a (nearly) full disk, before anything is written."""
+    import shutil
+
+    existing = target.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if free < MIN_FREE_BYTES:
+        raise TrainingError(f"disk full: {free // 1024} KiB free where {target} lives; free "
+                            f"space (a run needs at least {MIN_FREE_BYTES >> 20} MiB to start)")
 
 
 def _check_writable(argv: list[str]) -> None:
@@ -132,6 +210,12 @@ def _check_writable(argv: list[str]) -> None:
     keys = ("hydra.run.dir=", "hydra.sweep.dir=")
     target = next((a.split("=", 1)[1] for a in reversed(argv) if a.startswith(keys)), "outputs")
     path = Path(target).absolute()
+    # 255 bytes: NAME_MAX of ext4, xfs, btrfs, APFS and NTFS; the OS refuses longer names
+    long = next((part for part in path.parts if len(os.fsencode(part)) > 255), None)
+    if long is not None:
+        raise UserError(f"output folder name too long: {long[:16]}... is {len(os.fsencode(long))} "
+                        f"bytes, the file system's limit is 255; choose a shorter "
+                        f"hydra.run.dir=<folder>")
     while not path.exists() and path != path.parent:
         path = path.parent
     if not path.is_dir():
@@ -160,37 +244,41 @@ def _check_resume(ckpt: Path, argv: list[str]) -> None:
 
     from rltrain import checkpoint
     from rltrain.overrides import compose_checked, first_of_sweeps
+    from rltrain.payload import RESUME
     from rltrain.runner.resume import resume_config
 
+    saved = checkpoint.load(ckpt, require=RESUME)["config"]  # a damaged file fails first, fast
     overrides = first_of_sweeps([a for a in argv if not a.startswith("-")])
     composed = OmegaConf.to_container(compose_checked("config", overrides), resolve=True)
-    resume_config(checkpoint.load(ckpt)["config"], composed, overrides)
+    resume_config(saved, composed, overrides, str(ckpt))
 
 
 def eval_command(argv: list[str]) -> dict:
     """`rltrain eval ckpt=... [episodes=N deterministic=false seed=S device=... video=true]`."""
-    from rltrain.config import register_configs
+    from rltrain.config import register_configs, to_command_config
     from rltrain.evaluate import evaluate
     from rltrain.overrides import compose_checked
 
     register_configs(env_ids=[])
-    cfg = compose_checked("eval", argv)
+    argv, named = _split_named_code(argv)
+    cfg = to_command_config(compose_checked("eval", argv))
     result = evaluate(cfg.ckpt, episodes=cfg.episodes, deterministic=cfg.deterministic,
                       seed=cfg.seed, device=cfg.device, num_envs=cfg.num_envs, video=cfg.video,
-                      video_episodes=cfg.video_episodes)
+                      video_episodes=cfg.video_episodes, named=named)
     _print_eval_table(result)
     return result
 
 
 def export_command(argv: list[str]) -> dict:
     """`rltrain export ckpt=... [format=onnx|torchscript out=FILE check_samples=N seed=S]`."""
-    from rltrain.config import register_configs
+    from rltrain.config import register_configs, to_command_config
     from rltrain.export.command import agreement_line, export_policy
     from rltrain.overrides import compose_checked
 
     register_configs(env_ids=[])
-    cfg = compose_checked("export", argv)
-    result = export_policy(cfg.ckpt, cfg.format, cfg.out, cfg.check_samples, cfg.seed)
+    argv, named = _split_named_code(argv)
+    cfg = to_command_config(compose_checked("export", argv))
+    result = export_policy(cfg.ckpt, cfg.format, cfg.out, cfg.check_samples, cfg.seed, named)
     dtype = "int64" if result["action_kind"] == "discrete" else "float32"
     folded = ", normalization folded in" if result["normalized_obs"] else ""
     print(f"export: wrote {result['path']} ({result['format']}): float32 obs "
@@ -200,6 +288,16 @@ def export_command(argv: list[str]) -> dict:
         fail(f"export: {agreement_line(result)}", EXIT_TRAINING)
     print(f"export: {agreement_line(result)}")
     return result
+
+
+def _split_named_code(argv: list[str]) -> tuple[list[str], NamedCode]:
+    """(the command's own arguments, the user code named by `env.import=` / `env.id=`)."""
+    env_args = [a for a in argv if a.lstrip("+~").startswith("env.")]
+    for arg in env_args:
+        if arg.lstrip("+~").partition("=")[0] not in ("env.import", "env.imports", "env.id"):
+            raise UserError(f"{arg}: this command takes only env.import=, env.imports= and "
+                            f"env.id= (to name code the checkpoint's env needs)")
+    return [a for a in argv if a not in env_args], named_code(env_args)
 
 
 def _batch_shape(shape: list[int]) -> str:

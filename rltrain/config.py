@@ -8,6 +8,7 @@ stored in a checkpoint) into a validated `TrainConfig`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -15,6 +16,13 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from rltrain.checks import (
+    check_device,
+    check_fraction,
+    check_non_negative,
+    check_positive,
+    check_seed,
+)
 from rltrain.errors import UserError
 
 # the logger schemas live with the loggers; importable from here like every other section
@@ -43,9 +51,9 @@ class AlgoConfig:
     name: str = MISSING
     """Registry key of the algorithm (`ppo`, `sac`, ...); set by `conf/algo/<name>.yaml`."""
     gamma: float = 0.99
-    """Discount factor."""
+    """Discount factor, in [0, 1]."""
     lr: float = 3e-4
-    """Learning rate of the optimizer(s)."""
+    """Learning rate of the optimizer(s) (> 0)."""
     hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
     """Hidden layer widths of every MLP the algorithm builds (unless `net.*` sets them)."""
     activation: str = "tanh"
@@ -79,8 +87,7 @@ class OffPolicyConfig(AlgoConfig):
                 raise UserError(f"algo.{name}={getattr(self, name)} must be > 0")
         if self.learning_starts < 0:
             raise UserError(f"algo.learning_starts={self.learning_starts} must be >= 0")
-        if not 0.0 < self.tau <= 1.0:
-            raise UserError(f"algo.tau={self.tau} must be in (0, 1]")
+        check_fraction("algo.tau", self.tau, zero=False)
 
 
 @dataclass
@@ -119,9 +126,9 @@ class EnvConfig:
     normalize_reward: bool = False
     """Scale rewards by the running std of the discounted return (training only)."""
     clip_obs: float = 10.0
-    """Clip normalized observations to [-clip_obs, clip_obs]."""
+    """Clip normalized observations to [-clip_obs, clip_obs] (> 0)."""
     max_episode_steps: int | None = None
-    """Override the env's time limit (None keeps the registered one)."""
+    """Override the env's time limit (> 0; None keeps the registered one)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments passed to `gymnasium.make`, the factory or the native env (add
     one on the command line with `+env.kwargs.name=value`)."""
@@ -163,11 +170,14 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     seed: int = 0
-    """Seed for torch, numpy, python and the environments."""
+    """Seed for torch, numpy, python and the environments, in [0, 2**32 - 1] (numpy's range)."""
     device: str = "cpu"
-    """Training device: cpu, cuda, cuda:N, or auto (cuda when available)."""
+    """Training device: cpu, cuda, cuda:N, mps, or auto (cuda when available); it must exist
+    on this machine."""
     total_timesteps: float = 100_000
-    """Env steps to train for (summed over parallel envs); `5e4` notation is accepted."""
+    """Env steps to train for (summed over parallel envs); `5e4` notation is accepted. Every env
+    steps together, so a run takes ceil(total_timesteps / env.num_envs) * env.num_envs steps;
+    on-policy algorithms shorten their last rollout to fit."""
     torch_threads: int = 1
     """torch intra-op threads (0 keeps torch's default). Small MLPs run fastest with 1."""
     seeds_per_trial: int = 1
@@ -192,9 +202,9 @@ class EvalRunConfig:
     deterministic: bool = True
     """Use the policy's deterministic action."""
     seed: int = 1000
-    """Seed of the evaluation environments."""
+    """Seed of the evaluation environments, in [0, 2**32 - 1]."""
     device: str = "cpu"
-    """Device to run the policy on."""
+    """Device to run the policy on: cpu, cuda, cuda:N, mps or auto."""
     num_envs: int = 5
     """Parallel evaluation environments."""
     video: bool = False
@@ -202,6 +212,18 @@ class EvalRunConfig:
     "rltrain[video]"`)."""
     video_episodes: int | None = 3
     """With `video=true`: how many of the evaluated episodes to record (null: all of them)."""
+
+    def validate(self) -> EvalRunConfig:
+        """Raise a one-line `UserError` for a value `rltrain eval` cannot use."""
+        for name in ("episodes", "num_envs"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"{name}={getattr(self, name)} must be > 0")
+        if self.video_episodes is not None and self.video_episodes <= 0:
+            raise UserError(f"video_episodes={self.video_episodes} must be > 0 (or null: record "
+                            f"every evaluated episode)")
+        check_seed("seed", self.seed)
+        check_device("device", self.device)
+        return self
 
 
 @dataclass
@@ -217,7 +239,18 @@ class ExportConfig:
     check_samples: int = 1000
     """Random observations on which the export must give the torch policy's actions."""
     seed: int = 0
-    """Seed of those random observations."""
+    """Seed of those random observations, in [0, 2**32 - 1]."""
+
+    def validate(self) -> ExportConfig:
+        """Raise a one-line `UserError` for a value `rltrain export` cannot use."""
+        from rltrain.export.formats import FORMATS
+
+        if self.format not in FORMATS:
+            raise UserError(f"format={self.format!r}: choose one of {', '.join(FORMATS)}")
+        if self.check_samples <= 0:
+            raise UserError(f"check_samples={self.check_samples} must be > 0")
+        check_seed("seed", self.seed)
+        return self
 
 
 _PROGRESS = ("auto", "bar", "plain", "off")
@@ -280,10 +313,15 @@ def _register_env_options(cs: Any, env_ids: Iterable[str] | None) -> None:
         cs.store(group="env/" + group if group else "env", name=name, node=EnvConfig(id=gym_id))
 
 
-def to_train_config(cfg: DictConfig | dict) -> TrainConfig:
-    """Convert a composed config (or a checkpoint's plain dict) to a validated `TrainConfig`."""
+def to_train_config(cfg: DictConfig | dict, here: bool | None = None) -> TrainConfig:
+    """Convert a composed config (or a checkpoint's plain dict) to a validated `TrainConfig`.
+
+    `here` (see `validate`) defaults to True for a composed config, False for a plain dict.
+    """
     from rltrain.registry import get_algo_spec
 
+    if here is None:  # a checkpoint's dict names the device it was trained on, maybe not this one
+        here = isinstance(cfg, DictConfig)
     if isinstance(cfg, DictConfig):
         cfg = OmegaConf.to_container(cfg, resolve=True)
     cfg = dict(cfg)
@@ -296,44 +334,78 @@ def to_train_config(cfg: DictConfig | dict) -> TrainConfig:
         train_cfg = OmegaConf.to_object(merged)
     except Exception as exc:  # omegaconf's errors are multi-line; keep the first line
         raise UserError(f"invalid config: {str(exc).splitlines()[0]}") from exc
-    return validate(train_cfg)
+    return validate(train_cfg, here)
 
 
 def _as_count(name: str, value: float, allow_zero: bool) -> int:
-    if float(value) != int(value) or value < 0 or (value == 0 and not allow_zero):
+    if not math.isfinite(value) or value != int(value) or value < 0 or (value == 0 and not allow_zero):
         need = "a non-negative whole number" if allow_zero else "a positive whole number"
         raise UserError(f"{name}={value!r} must be {need}")
     return int(value)
 
 
-def validate(cfg: TrainConfig) -> TrainConfig:
-    """Check cross-field constraints and normalize step counts to ints; raise `UserError`."""
+def validate(cfg: TrainConfig, here: bool = True) -> TrainConfig:
+    """Check cross-field constraints and normalize step counts to ints; raise `UserError`.
+
+    `here`: also check that `cfg.device` exists on this machine (False for the config a
+    checkpoint stores, which names the device it was trained on).
+    """
     cfg.total_timesteps = _as_count("total_timesteps", cfg.total_timesteps, allow_zero=False)
     cfg.eval.freq = _as_count("eval.freq", cfg.eval.freq, allow_zero=True)
     cfg.checkpoint.freq = _as_count("checkpoint.freq", cfg.checkpoint.freq, allow_zero=True)
     cfg.logger.log_freq = _as_count("logger.log_freq", cfg.logger.log_freq, allow_zero=True)
-    positives = {
-        "env.num_envs": cfg.env.num_envs,
-        "eval.episodes": cfg.eval.episodes,
-        "eval.num_envs": cfg.eval.num_envs,
-    }
-    for name, value in positives.items():
-        if value <= 0:
-            raise UserError(f"{name}={value} must be > 0")
-    if cfg.env.vectorization not in ("sync", "async"):
-        raise UserError(f"env.vectorization={cfg.env.vectorization!r}: choose sync or async")
-    if cfg.env.backend not in _ENV_BACKENDS:
-        raise UserError(f"env.backend={cfg.env.backend!r}: choose {' or '.join(_ENV_BACKENDS)}")
-    if cfg.progress not in _PROGRESS:
-        raise UserError(f"progress={cfg.progress!r}: choose one of {', '.join(_PROGRESS)}")
-    if cfg.checkpoint.keep_last < 0:
-        raise UserError(f"checkpoint.keep_last={cfg.checkpoint.keep_last} must be >= 0")
+    _check_run(cfg, here)
+    _check_env(cfg.env)
     validate_logger(cfg.logger)
+    check_non_negative("logger.log_interval", cfg.logger.log_interval)
     check_net(cfg.algo)
+    check_algo(cfg.algo)
     validate_algo = getattr(cfg.algo, "validate", None)
     if validate_algo is not None:
         validate_algo(cfg)
     return cfg
+
+
+def _check_run(cfg: TrainConfig, here: bool) -> None:
+    """Run-level fields: seeds, device, threads, evaluation and checkpoint counts, progress."""
+    if cfg.seeds_per_trial < 1:
+        raise UserError(f"seeds_per_trial={cfg.seeds_per_trial} must be >= 1")
+    check_seed("seed", cfg.seed, cfg.seeds_per_trial)
+    check_device("device", cfg.device, here)
+    if cfg.torch_threads < 0:
+        raise UserError(f"torch_threads={cfg.torch_threads} must be >= 0 (0 keeps torch's default)")
+    for name, value in {"eval.episodes": cfg.eval.episodes, "eval.num_envs": cfg.eval.num_envs}.items():
+        if value <= 0:
+            raise UserError(f"{name}={value} must be > 0")
+    if cfg.progress not in _PROGRESS:
+        raise UserError(f"progress={cfg.progress!r}: choose one of {', '.join(_PROGRESS)}")
+    if cfg.checkpoint.keep_last < 0:
+        raise UserError(f"checkpoint.keep_last={cfg.checkpoint.keep_last} must be >= 0")
+
+
+def _check_env(env: EnvConfig) -> None:
+    """The `env` section: counts, time limit, observation clip, backend and vectorization."""
+    if env.num_envs <= 0:
+        raise UserError(f"env.num_envs={env.num_envs} must be > 0")
+    if env.max_episode_steps is not None and env.max_episode_steps <= 0:
+        raise UserError(f"env.max_episode_steps={env.max_episode_steps} must be > 0 "
+                        f"(null keeps the env's own time limit)")
+    check_positive("env.clip_obs", env.clip_obs)
+    if env.vectorization not in ("sync", "async"):
+        raise UserError(f"env.vectorization={env.vectorization!r}: choose sync or async")
+    if env.backend not in _ENV_BACKENDS:
+        raise UserError(f"env.backend={env.backend!r}: choose {' or '.join(_ENV_BACKENDS)}")
+
+
+def check_algo(algo: AlgoConfig) -> None:
+    """The fields every algorithm has: discount and learning rate."""
+    check_fraction("algo.gamma", algo.gamma)
+    check_positive("algo.lr", algo.lr)
+
+
+def to_command_config(cfg: DictConfig) -> Any:
+    """The validated dataclass (`EvalRunConfig`, `ExportConfig`) of a composed command config."""
+    return OmegaConf.to_object(cfg).validate()  # type: ignore[union-attr]
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:

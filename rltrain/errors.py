@@ -7,3 +7,7 @@ class UserError(ValueError):
 
 class TrainingError(RuntimeError):
     """Training cannot go on (e.g. a non-finite loss); the message is one line with a hint."""
+
+
+class EnvError(TrainingError):
+    """The environment failed (raised, or returned what its spaces forbid): one line naming it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,19 +13,26 @@ import numpy as np
 import torch
 
 from rltrain import checkpoint
+from rltrain.envs.trust import NamedCode, require_named
 from rltrain.envs.vec_env import VecEnv
 from rltrain.errors import UserError
 
 log = logging.getLogger("rltrain")
 
 
+class EvalInterrupted(Exception):
+    """A stop (signal, `STOP` file) was requested during an evaluation; its result is dropped."""
+
+
 @torch.no_grad()
 def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = True,
-                 seed: int | None = None) -> dict[str, Any]:
+                 seed: int | None = None, stop: Callable[[], bool] | None = None,
+                 ) -> dict[str, Any]:
     """Run exactly `episodes` episodes, spread evenly over the env's rows.
 
     Each row runs a fixed number of episodes, so short episodes are not over-represented (taking
     the first N to finish would bias the mean towards them). Returns are raw env rewards.
+    `stop()` is asked before every step; when it says yes, `EvalInterrupted` is raised.
     """
     n = env.spec.num_envs
     targets = np.array(episode_targets(episodes, n))
@@ -33,6 +41,8 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
     lengths: list[int] = []
     obs = env.reset(seed)
     while (counts < targets).any():
+        if stop is not None and stop():
+            raise EvalInterrupted
         res = env.step(policy.act(obs, deterministic=deterministic))
         ep = res.info.get("episode")
         if ep is not None:
@@ -61,11 +71,12 @@ def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
 
 def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 1000,
              device: str = "cpu", num_envs: int = 5, write: bool = True, video: bool = False,
-             video_episodes: int | None = 3) -> dict[str, Any]:
+             video_episodes: int | None = 3, named: NamedCode | None = None) -> dict[str, Any]:
     """Rebuild the agent from a checkpoint alone and evaluate it; writes `eval/results.json`.
 
     `video=True` also writes MP4s of the first `video_episodes` evaluated episodes (None: all)
-    to `eval/videos/`; their paths are in `result["videos"]`.
+    to `eval/videos/`; their paths are in `result["videos"]`. `named` is the user code named on
+    the command line (see `envs/trust.py`): a checkpoint whose env needs other code is refused.
     """
     if video:
         from rltrain.video import require_av
@@ -73,7 +84,7 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
         if video_episodes is not None and video_episodes <= 0:
             raise UserError(f"video_episodes={video_episodes} must be > 0 (or null for all)")
         require_av()  # a missing extra fails now, before any episode runs
-    path, payload, cfg = load_checkpoint(ckpt, device)
+    path, payload, cfg = load_checkpoint(ckpt, device, named)
     n = min(num_envs, episodes)
     videos: list[Any] = []
     if video:
@@ -112,13 +123,20 @@ def _recording_env(cfg: Any, path: Path, device: str, budgets: list[int], sink: 
     return make_recording_env(cfg.env, device, budgets, folder, sink)
 
 
-def load_checkpoint(ckpt: str | Path, device: str = "cpu") -> tuple[Path, dict[str, Any], Any]:
-    """(resolved path, payload, validated `TrainConfig`) of a checkpoint file or run dir."""
+def load_checkpoint(ckpt: str | Path, device: str = "cpu", named: NamedCode | None = None,
+                    ) -> tuple[Path, dict[str, Any], Any]:
+    """(resolved path, payload, validated `TrainConfig`) of a checkpoint file or run dir.
+
+    Refuses a checkpoint whose env names code (a module) that `named` does not name.
+    """
     from rltrain.config import to_train_config
+    from rltrain.payload import EVAL
 
     path = checkpoint.resolve(ckpt)
-    payload = checkpoint.load(path, map_location=device)
-    return path, payload, to_train_config(payload["config"])
+    payload = checkpoint.load(path, map_location=device, require=EVAL)
+    cfg = to_train_config(payload["config"])
+    require_named(cfg.env, named or NamedCode(), str(path))
+    return path, payload, cfg
 
 
 def build_agent(cfg: Any, env: VecEnv, payload: dict[str, Any], path: Path, device: str) -> Any:
@@ -143,7 +161,7 @@ def load_algo(algo: Any, state: dict[str, Any], path: Path) -> None:
     """Load weights into `algo`; a shape mismatch is a one-line `UserError`."""
     try:
         algo.load_state_dict(state)
-    except (RuntimeError, KeyError, ValueError) as exc:
+    except (RuntimeError, KeyError, ValueError, TypeError, AttributeError, IndexError) as exc:
         first = str(exc).strip().splitlines()[0][:200]
         raise UserError(f"{path}: network weights do not match the stored config ({first})") from exc
 

@@ -6,10 +6,18 @@ import re
 from importlib import resources
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from rltrain.algos.ppo import PPOConfig
-from rltrain.config import AlgoConfig, TrainConfig, config_to_dict, to_train_config
+from rltrain.config import (
+    AlgoConfig,
+    EvalRunConfig,
+    ExportConfig,
+    TrainConfig,
+    config_to_dict,
+    to_train_config,
+)
 from rltrain.errors import UserError
 from rltrain.overrides import check_overrides, compose_checked, first_of_sweeps
 from rltrain.registry import ALGOS
@@ -220,6 +228,53 @@ def test_batch_size_that_does_not_divide_the_rollout_is_refused(pendulum):
     with pytest.raises(UserError, match="algo.batch_size=100 .*2048") as err:  # 64 * 32 = 2048
         to_train_config(bad)
     assert "\n" not in str(err.value)
+
+
+# ---- devices, and the configs of `rltrain eval` / `rltrain export` ---------------------------
+
+def with_override(cfg, override: str):
+    return OmegaConf.merge(cfg, OmegaConf.from_dotlist([override]))
+
+
+def test_cuda_device_is_checked_against_the_gpus_of_this_machine(pendulum, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    for ok in ("cuda", "cuda:0", "cuda:1", "auto", "cpu"):
+        assert to_train_config(with_override(pendulum, f"device={ok}")).device == ok
+    message = ("device=cuda:2: this machine has 2 CUDA GPU(s), cuda:0 to cuda:1; use "
+               "device=cuda:0 or device=cpu")
+    with pytest.raises(UserError, match=re.escape(message)):
+        to_train_config(with_override(pendulum, "device=cuda:2"))
+
+
+def test_config_a_checkpoint_stores_keeps_the_device_it_was_trained_on(pendulum, monkeypatch):
+    # `rltrain eval` of a run trained on a GPU, on a machine without one, picks its own device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    saved = config_to_dict(to_train_config(pendulum))
+    saved["device"] = "cuda:3"
+    assert to_train_config(saved).device == "cuda:3"
+    with pytest.raises(UserError, match=re.escape("device=cuda:3: no CUDA GPU is available")):
+        to_train_config(saved, here=True)
+    saved["device"] = "banana"  # a name torch does not know is refused wherever it comes from
+    with pytest.raises(UserError, match="device=banana: choose cpu, cuda, cuda:N, mps or auto"):
+        to_train_config(saved)
+
+
+@pytest.mark.parametrize(("schema", "field", "value", "fragment"), [
+    (EvalRunConfig, "episodes", 0, "episodes=0 must be > 0"),
+    (EvalRunConfig, "num_envs", -1, "num_envs=-1 must be > 0"),
+    (EvalRunConfig, "video_episodes", 0, "video_episodes=0 must be > 0"),
+    (EvalRunConfig, "seed", 2**32, "seed=4294967296 must be in [0, 4294967295]"),
+    (EvalRunConfig, "device", "gpu", "device=gpu: choose cpu, cuda, cuda:N, mps or auto"),
+    (ExportConfig, "format", "zip", "format='zip': choose one of onnx, torchscript"),
+    (ExportConfig, "check_samples", 0, "check_samples=0 must be > 0"),
+    (ExportConfig, "seed", -1, "seed=-1 must be in [0, 4294967295]"),
+])
+def test_eval_and_export_configs_refuse_values_they_cannot_use(schema, field, value, fragment):
+    cfg = schema(ckpt="run", **{field: value})
+    with pytest.raises(UserError, match=re.escape(fragment)):
+        cfg.validate()
+    assert schema(ckpt="run").validate() == schema(ckpt="run")
 
 
 def test_missing_mandatory_value_names_the_key():

@@ -169,3 +169,50 @@ def test_writing_a_run_curve_never_raises(tmp_path, caplog):
 def test_legend_labels_drop_the_overrides_every_group_shares():
     assert distinct_labels(["a=1 env=X", "a=2 env=X"]) == ["a=1", "a=2"]
     assert distinct_labels(["env=X"]) == ["env=X"]
+
+
+# ---- unreadable run files: a warning line naming the file, never a traceback ----------------
+
+@pytest.mark.parametrize(("name", "content", "fragment"), [
+    ("overrides.yaml", "- algo=ppo\n- [unclosed\n", "not readable YAML"),
+    ("config.yaml", "seed: 0\n  bad: indent: here\n", "not readable YAML"),
+    ("overrides.yaml", "algo: ppo\n", "expected a YAML list, found a dict"),
+    ("config.yaml", "- 1\n", "expected a YAML mapping, found a list"),
+])
+def test_run_with_malformed_hydra_yaml_is_skipped_with_one_warning(sweep, capsys, name, content,
+                                                                   fragment):
+    bad = sweep / "1" / ".hydra" / name
+    bad.write_text(content)
+    groups = write_report(sweep)
+    assert sum(len(g.runs) for g in groups) == 4  # the other four evaluated runs
+    out = capsys.readouterr().out
+    warnings = [line for line in out.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and str(bad) in warnings[0] and fragment in warnings[0], out
+
+
+def test_metrics_csv_with_unexpected_columns_is_skipped_with_one_warning(sweep, capsys):
+    (sweep / "0" / "metrics.csv").write_text("epoch,loss\n1,0.5\n")
+    groups = write_report(sweep)
+    assert sum(len(g.runs) for g in groups) == 4
+    out = capsys.readouterr().out
+    assert f"skipped run {sweep / '0'}: {sweep / '0' / 'metrics.csv'}: unexpected columns" in out
+    with pytest.raises(UserError, match="unexpected columns 'epoch,loss'"):
+        load_run(sweep / "0")
+
+
+def test_garbage_lines_in_metrics_csv_are_skipped_and_counted(tmp_path, capsys):
+    run = make_run(tmp_path / "run", ["algo=ppo"], [1.0, 2.0, 3.0])
+    with open(run / "metrics.csv", "ab") as f:  # garbage, a NUL, bad bytes, a torn last line
+        f.write(b"not,a,row\n\x00\x00\n\xff\xfe,1,eval/mean_reward,9\n400,1.0,eval/mean_rew")
+    loaded = load_run(run)
+    assert list(loaded.eval_curve[1]) == [1.0, 2.0, 3.0] and loaded.scalars.dropped == 4
+    write_report(tmp_path)
+    out = capsys.readouterr().out
+    assert f"warning: {run / 'metrics.csv'}: skipped 4 malformed line(s)" in out
+
+
+def test_report_where_no_run_can_be_read_is_one_user_error(tmp_path):
+    run = make_run(tmp_path / "run", ["algo=ppo"], [1.0, 2.0, 3.0])
+    (run / ".hydra" / "overrides.yaml").write_bytes(b"\xff\xfe: [")
+    with pytest.raises(UserError, match=r"none of the 1 run\(s\) below .* could be read"):
+        write_report(tmp_path)

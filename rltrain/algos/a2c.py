@@ -10,6 +10,7 @@ import torch
 
 from rltrain.algos.base import adam, explained_variance, grad_norm_step, set_lr
 from rltrain.algos.ppo import ActorCritic
+from rltrain.checks import check_finite, check_fraction, check_non_negative
 from rltrain.config import AlgoConfig
 from rltrain.errors import UserError
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
@@ -56,8 +57,11 @@ class A2CConfig(AlgoConfig):
                 f"algo.optimizer={self.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
         if self.n_steps <= 0:
             raise UserError(f"algo.n_steps={self.n_steps} must be > 0")
-        if not 0.0 <= self.gae_lambda <= 1.0:
-            raise UserError(f"algo.gae_lambda={self.gae_lambda} must be in [0, 1]")
+        check_fraction("algo.gae_lambda", self.gae_lambda)
+        check_fraction("algo.rmsprop_alpha", self.rmsprop_alpha)
+        for name in ("ent_coef", "vf_coef", "max_grad_norm", "optimizer_eps"):
+            check_non_negative(f"algo.{name}", getattr(self, name))
+        check_finite("algo.log_std_init", self.log_std_init)
 
 
 def make_optimizer(cfg: A2CConfig, params: list[torch.Tensor]) -> torch.optim.Optimizer:

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from rltrain.algos.base import adam, polyak_update, td_target
+from rltrain.checks import check_non_negative, check_positive
 from rltrain.config import OffPolicyConfig
-from rltrain.errors import UserError
 from rltrain.nets.continuous import DeterministicActor, QEnsemble, add_gaussian_noise
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
@@ -38,16 +38,13 @@ class DDPGConfig(OffPolicyConfig):
         """Cross-field checks."""
         super().validate(cfg)
         check_lrs(self, ("lr", "actor_lr", "critic_lr"))
-        if self.action_noise < 0:
-            raise UserError(f"algo.action_noise={self.action_noise} must be >= 0")
+        check_non_negative("algo.action_noise", self.action_noise)
 
 
 def check_lrs(cfg: Any, names: tuple[str, ...]) -> None:
-    """Raise `UserError` unless every learning rate named (when set) is > 0."""
+    """Raise `UserError` unless every learning rate named (when set) is a finite number > 0."""
     for name in names:
-        value = getattr(cfg, name)
-        if value is not None and value <= 0:
-            raise UserError(f"algo.{name}={value} must be > 0")
+        check_positive(f"algo.{name}", getattr(cfg, name))
 
 
 def pick_lr(lr: float | None, cfg: Any) -> float:

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from rltrain.algos.base import adam, grad_norm_step, polyak_update, set_lr, td_target
+from rltrain.checks import check_fraction, check_non_negative
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.q import QNetwork
@@ -59,8 +60,9 @@ class DQNConfig(OffPolicyConfig):
         """Cross-field checks on top of the shared off-policy ones."""
         super().validate(cfg)
         for name in ("exploration_initial_eps", "exploration_final_eps"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise UserError(f"algo.{name}={getattr(self, name)} must be in [0, 1]")
+            check_fraction(f"algo.{name}", getattr(self, name))
+        for name in ("lr_final", "max_grad_norm"):
+            check_non_negative(f"algo.{name}", getattr(self, name))
         for name in ("exploration_steps", "lr_decay_steps"):
             if getattr(self, name) < 0:
                 raise UserError(f"algo.{name}={getattr(self, name)} must be >= 0")

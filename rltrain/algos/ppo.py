@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from rltrain.algos.base import adam, explained_variance, grad_norm_step, set_lr
+from rltrain.checks import check_finite, check_fraction, check_non_negative, check_positive
 from rltrain.config import AlgoConfig
 from rltrain.errors import UserError
 from rltrain.nets.encoder import encode, make_encoder
@@ -61,6 +62,12 @@ class PPOConfig(AlgoConfig):
             raise UserError(
                 f"algo.batch_size={self.batch_size} does not divide the rollout batch "
                 f"algo.n_steps * env.num_envs = {batch}; pick a divisor of {batch}")
+        check_fraction("algo.gae_lambda", self.gae_lambda)
+        for name in ("clip_range", "clip_range_vf", "target_kl"):  # the last two: None or > 0
+            check_positive(f"algo.{name}", getattr(self, name))
+        for name in ("ent_coef", "vf_coef", "max_grad_norm"):
+            check_non_negative(f"algo.{name}", getattr(self, name))
+        check_finite("algo.log_std_init", self.log_std_init)
 
 
 class ActorCritic(nn.Module):

@@ -11,6 +11,7 @@ import torch
 
 from rltrain.algos.base import adam, polyak_update, td_target, twin_critic_step
 from rltrain.algos.ddpg import check_lrs, pick_lr
+from rltrain.checks import check_finite, check_positive
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
@@ -50,8 +51,9 @@ class SACConfig(OffPolicyConfig):
         """Cross-field checks."""
         super().validate(cfg)
         check_lrs(self, ("lr", "actor_lr", "critic_lr", "alpha_lr"))
-        if self.alpha <= 0:
-            raise UserError(f"algo.alpha={self.alpha} must be > 0")
+        check_positive("algo.alpha", self.alpha)
+        for name in ("target_entropy", "log_std_min", "log_std_max"):
+            check_finite(f"algo.{name}", getattr(self, name))
         if self.policy_delay < 1:
             raise UserError(f"algo.policy_delay={self.policy_delay} must be >= 1")
         if self.log_std_min >= self.log_std_max:

@@ -10,6 +10,7 @@ import torch
 
 from rltrain.algos.base import adam, polyak_update, td_target, twin_critic_step
 from rltrain.algos.ddpg import check_lrs, pick_lr
+from rltrain.checks import check_non_negative
 from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.continuous import DeterministicActor, TwinQ, add_gaussian_noise
@@ -48,8 +49,7 @@ class TD3Config(OffPolicyConfig):
         if self.policy_delay < 1:
             raise UserError(f"algo.policy_delay={self.policy_delay} must be >= 1")
         for name in ("action_noise", "target_noise", "target_noise_clip"):
-            if getattr(self, name) < 0:
-                raise UserError(f"algo.{name}={getattr(self, name)} must be >= 0")
+            check_non_negative(f"algo.{name}", getattr(self, name))
 
 
 class TD3:

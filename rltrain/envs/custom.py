@@ -128,6 +128,37 @@ def check_call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> 
         raise UserError(f"{what}: {exc}") from exc
 
 
+# keyword arguments `gymnasium.make` consumes itself rather than passing to the env
+_MAKE_KWARGS = ("max_episode_steps", "disable_env_checker")
+
+
+def check_registered_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Refuse `env.kwargs` the entry point of a registered id cannot take, before anything is
+    built: `gymnasium.make` passes them, over the id's registered kwargs, to that entry point."""
+    from gymnasium.envs.registration import load_env_creator
+
+    spec = gym.spec(env_id)
+    creator = spec.entry_point
+    if isinstance(creator, str):
+        try:
+            creator = load_env_creator(creator)
+        except Exception:  # noqa: BLE001 - e.g. a missing optional backend: make reports it
+            return
+    if not callable(creator):
+        return
+    try:
+        params = inspect.signature(creator).parameters
+    except (TypeError, ValueError):  # builtins without a signature
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = [k for k in kwargs if k not in params and k not in _MAKE_KWARGS]
+    if unknown:
+        takes = ", ".join(k for k, p in params.items() if p.kind is not p.VAR_POSITIONAL)
+        raise UserError(f"env.kwargs.{unknown[0]}: {env_id} takes "
+                        f"{takes or 'no keyword arguments'} (see {spec.entry_point})")
+
+
 def call_factory(source: EnvSource, kwargs: dict[str, Any]) -> Any:
     """Call the user's factory; an exception it raises becomes one line naming it."""
     assert source.factory is not None
@@ -149,7 +180,11 @@ def make_gym_env(source: EnvSource, kwargs: dict[str, Any], max_episode_steps: i
     if source.factory is None:
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
-        return gym.make(source.env_id, **kwargs)
+        try:
+            return gym.make(source.env_id, **kwargs)
+        except TypeError as exc:  # an env.kwargs value of the wrong type, say
+            raise UserError(f"env {source.env_id}: TypeError: {_first_line(exc)} (check "
+                            f"env.kwargs)") from exc
     env = call_factory(source, kwargs)
     if not isinstance(env, gym.Env):
         hint = (" (a batched env: give the factory `num_envs` and `device` parameters)"

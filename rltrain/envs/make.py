@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -16,6 +17,7 @@ from rltrain.envs.custom import (
     apply_wrappers,
     call_factory,
     check_call,
+    check_registered_kwargs,
     check_wrappers,
     import_modules,
     is_vec_env,
@@ -63,6 +65,8 @@ def check_env(cfg: EnvConfig) -> None:
         return
     if source.factory is not None:
         check_call(f"env factory {cfg.id}", source.factory, **dict(cfg.kwargs))
+    else:
+        check_registered_kwargs(source.env_id, dict(cfg.kwargs))
     check_wrappers(cfg.wrappers)
 
 
@@ -98,7 +102,7 @@ def _make_vec(cfg: EnvConfig, device: torch.device | str, n: int) -> VecEnv:
         return env
     fns = [partial(_make_one, cfg) for _ in range(n)]
     vec_cls = AsyncVectorEnv if cfg.vectorization == "async" else SyncVectorEnv
-    return GymVecEnv(vec_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP), device)
+    return GymVecEnv(vec_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP), device, name=cfg.id)
 
 
 def make_env(
@@ -133,54 +137,120 @@ def env_state(env: VecEnv) -> dict:
 
 
 def load_env_state(env: VecEnv, state: dict) -> None:
-    """Restore the observation statistics saved by `env_state` (reward stats only if present)."""
-    if not state:
-        return
-    target = env
-    while target is not None:
-        if isinstance(target, NormalizeObs) and "obs_rms" in state:
-            target.load_state_dict(state)
-        if isinstance(target, ScaleReward) and "ret_rms" in state:
-            target.rms.load_state_dict(state["ret_rms"])
-        target = getattr(target, "env", None)
+    """Restore the statistics saved by `env_state`: the observation statistics `env` normalizes
+    with (a one-line `UserError` when they are missing or of another shape), and the reward
+    statistics where `env` scales rewards and they were saved."""
+    for layer in _wrappers(env):
+        if isinstance(layer, NormalizeObs):
+            _check_rms(state, "obs_rms", tuple(layer.spec.obs_shape),
+                       "the run normalized observations (env.normalize_obs=true)")
+            layer.load_state_dict(state)
+        if isinstance(layer, ScaleReward) and "ret_rms" in state:
+            _check_rms(state, "ret_rms", (), "")
+            layer.rms.load_state_dict(state["ret_rms"])
 
 
-def resume_state(env: VecEnv) -> dict:
-    """Everything needed to continue `env` exactly: normalizers, episode accumulators, sim state
-    (of a `GymVecEnv`'s sub-envs, or `sim_state()` of a native env that has one)."""
-    from rltrain.envs.snapshot import snapshot
+def _check_rms(state: dict, key: str, shape: tuple[int, ...], why: str) -> None:
+    """Refuse running statistics that are missing or do not fit `shape`."""
+    rms = state.get(key)
+    if not isinstance(rms, dict):
+        raise UserError(f"checkpoint field env.{key} is missing; {why}")
+    for name in ("mean", "var"):
+        value = rms.get(name)
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
+            got = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise UserError(f"checkpoint field env.{key}.{name} is {got}, expected a tensor of "
+                            f"shape {list(shape)} (this env's observations)")
+    if type(rms.get("count")) not in (int, float) or not rms["count"] > 0:
+        raise UserError(f"checkpoint field env.{key}.count is {rms.get('count')!r}, expected a "
+                        f"number > 0")
 
-    out = env_state(env)
-    layer = env
-    while layer is not None:
-        if isinstance(layer, ScaleReward):
-            out["running_return"] = layer._ret.cpu().clone()
-        if isinstance(layer, GymVecEnv):
-            out["episode_return"] = torch.from_numpy(layer._ep_return.copy())
-            out["episode_length"] = torch.from_numpy(layer._ep_length.copy())
-            out["sim"] = snapshot(layer.venv)
-        if callable(getattr(layer, "sim_state", None)):
-            out["native"] = layer.sim_state()
-        layer = getattr(layer, "env", None)
+
+def _wrappers(env: VecEnv) -> list[Any]:
+    """`env` and the VecEnvs it wraps (normalizers first), down to the base env (last)."""
+    out = [env]
+    while isinstance(out[-1], (NormalizeObs, ScaleReward)):
+        out.append(out[-1].env)
     return out
 
 
-def load_resume_state(env: VecEnv, state: dict) -> bool:
-    """Restore `resume_state`; True when the simulator state itself was restored (exact resume)."""
+@dataclass(frozen=True)
+class Resumed:
+    """What `load_resume_state` restored: true when the episodes continue exactly, else
+    `reason` says why they restart (the normalizer statistics are restored either way)."""
+
+    exact: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.exact
+
+
+def capture_problem(env: VecEnv) -> str | None:
+    """None when `resume_state` can save the whole episode state of `env`; else why not."""
+    from rltrain.envs.snapshot import capture_problem as gym_problem
+    from rltrain.envs.snapshot import has_protocol
+
+    base = _wrappers(env)[-1]
+    if isinstance(base, GymVecEnv):
+        return gym_problem(base.venv)
+    if has_protocol(base):
+        return None
+    return f"simulator state is not saved ({type(base).__name__} has no sim_state()/load_sim_state())"
+
+
+def resume_state(env: VecEnv) -> dict:
+    """Normalizer statistics, plus everything needed to continue `env`'s episodes exactly
+    (reward-scaling return, episode accumulators, simulator state), but the latter only when
+    the whole of it can be saved (`capture_problem`): never a part of an episode."""
+    from rltrain.envs.snapshot import snapshot
+
+    out = env_state(env)
+    if capture_problem(env) is not None:
+        return out
+    for layer in _wrappers(env):
+        if isinstance(layer, ScaleReward):
+            out["running_return"] = layer._ret.cpu().clone()
+    base = _wrappers(env)[-1]
+    if isinstance(base, GymVecEnv):
+        out["episode_return"] = torch.from_numpy(base._ep_return.copy())
+        out["episode_length"] = torch.from_numpy(base._ep_length.copy())
+        out["sim"] = snapshot(base.venv)
+    else:
+        out["native"] = base.sim_state()
+    return out
+
+
+def load_resume_state(env: VecEnv, state: dict) -> Resumed:
+    """Restore `resume_state`, all or nothing: the normalizer statistics always; the episode
+    state only when this env can take all of it, else nothing of it (see `Resumed.reason`)."""
     from rltrain.envs.snapshot import restore
 
     load_env_state(env, state)
-    exact = False
-    layer = env
-    while layer is not None:
-        if isinstance(layer, ScaleReward) and "running_return" in state:
-            layer._ret.copy_(state["running_return"].to(layer._ret.device))
-        if isinstance(layer, GymVecEnv) and "episode_return" in state:
-            if len(state["episode_return"]) == layer.spec.num_envs:
-                layer._ep_return[:] = state["episode_return"].numpy()
-                layer._ep_length[:] = state["episode_length"].numpy()
-                exact = restore(layer.venv, state.get("sim"))
-        if "native" in state and callable(getattr(layer, "load_sim_state", None)):
-            exact = bool(layer.load_sim_state(state["native"]))
-        layer = getattr(layer, "env", None)
-    return exact
+    problem = capture_problem(env)
+    if problem is not None:
+        return Resumed(False, problem)
+    n, base = env.spec.num_envs, _wrappers(env)[-1]
+    scale = next((w for w in _wrappers(env) if isinstance(w, ScaleReward)), None)
+    saved = {k: state.get(k) for k in ("running_return", "episode_return", "episode_length")}
+    wanted = ("episode_return", "episode_length") if isinstance(base, GymVecEnv) else ()
+    wanted += ("running_return",) if scale is not None else ()
+    if any(not _rows(saved[k], n) for k in wanted):
+        return Resumed(False, "the checkpoint holds no complete episode state for these envs")
+    if isinstance(base, GymVecEnv):
+        problem = restore(base.venv, state.get("sim"))
+    elif not isinstance(state.get("native"), dict) or not base.load_sim_state(state["native"]):
+        problem = "the saved simulator state does not fit this env"
+    if problem is not None:
+        return Resumed(False, problem)
+    if scale is not None:
+        scale._ret.copy_(saved["running_return"].to(scale._ret.device))
+    if isinstance(base, GymVecEnv):
+        base._ep_return[:] = saved["episode_return"].numpy()
+        base._ep_length[:] = saved["episode_length"].numpy()
+    return Resumed(True)
+
+
+def _rows(value: Any, n: int) -> bool:
+    """A saved per-env vector of this env's `n` rows."""
+    return isinstance(value, torch.Tensor) and tuple(value.shape) == (n,)

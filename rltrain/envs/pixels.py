@@ -44,6 +44,8 @@ class PixelCartPole(gym.Wrapper):
     Rewards, terminations and the 500-step time limit are CartPole-v1's. `render()` (with
     `render_mode="rgb_array"`, as `rltrain eval video=true` asks) returns the newest frame as an
     enlarged RGB image. Other keyword arguments go to `gymnasium.make("CartPole-v1")`.
+    Its state is CartPole's plus the uint8 frame stack, plain data both: `resume=` continues its
+    episodes exactly (`rltrain/envs/snapshot.py` saves wrappers attribute by attribute).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from rltrain.envs.extras import vector_extras
-from rltrain.errors import UserError
+from rltrain.errors import EnvError, TrainingError, UserError
 from rltrain.types import EnvSpec, StepResult
 
 
@@ -77,8 +77,9 @@ class GymVecEnv:
     log_keys: tuple[str, ...] = ()
     """Top-level info keys forwarded as `info["log"][key]` (set from `logger.extra_log_keys`)."""
 
-    def __init__(self, venv: gym.vector.VectorEnv, device: torch.device | str = "cpu"):
-        self.venv = venv
+    def __init__(self, venv: gym.vector.VectorEnv, device: torch.device | str = "cpu",
+                 name: str = "env"):
+        self.venv, self.name = venv, name
         self.device = torch.device(device)
         obs_space = venv.single_observation_space
         if not isinstance(obs_space, gym.spaces.Box):
@@ -109,14 +110,26 @@ class GymVecEnv:
 
     def reset(self, seed: int | None = None) -> torch.Tensor:
         """Reset every env; `seed` seeds env i with `seed + i`."""
-        obs, _ = self.venv.reset(seed=seed)
+        try:
+            obs, _ = self.venv.reset(seed=seed)
+        except (UserError, TrainingError):
+            raise
+        except Exception as exc:  # the user's env code: one line naming it (see EnvError)
+            raise self._fault("reset", exc) from exc
+        self._check_finite(obs, np.zeros(1))
         self._ep_return[:] = 0.0
         self._ep_length[:] = 0
         return self._obs(obs)
 
     def step(self, action: torch.Tensor) -> StepResult:
         """Step all envs; see `StepResult` for the meaning of `obs` and `final_obs`."""
-        obs, reward, terminated, truncated, info = self.venv.step(self.to_env_action(action))
+        try:
+            obs, reward, terminated, truncated, info = self.venv.step(self.to_env_action(action))
+        except (UserError, TrainingError):
+            raise
+        except Exception as exc:  # the user's env code: one line naming it (see EnvError)
+            raise self._fault("step", exc) from exc
+        self._check_finite(obs, reward)
         final_obs = obs
         if "final_obs" in info:
             final_obs = obs.copy()
@@ -144,6 +157,27 @@ class GymVecEnv:
             final_obs=self._obs(final_obs),
             info=out_info,
         )
+
+    def _fault(self, call: str, exc: Exception) -> EnvError:
+        """One line for an exception the env raised in `call` (RLTRAIN_DEBUG=1: its traceback)."""
+        text = str(exc).strip().splitlines()
+        message = f"env {self.name} raised {type(exc).__name__} in {call}(): {text[0] if text else ''}"
+        if "broadcast" in message or "shape" in message:  # SyncVectorEnv copying a wrong obs
+            message += (f" (its observations must match observation_space "
+                        f"{self.venv.single_observation_space})")
+        return EnvError(message[:400])
+
+    def _check_finite(self, obs: np.ndarray, reward: np.ndarray) -> None:
+        """Refuse NaN/inf from the env before it reaches a buffer, a normalizer or a network."""
+        if not np.isfinite(reward).all():
+            row = int(np.flatnonzero(~np.isfinite(reward))[0])
+            raise EnvError(f"env {self.name} returned a non-finite reward ({reward[row]}, row "
+                           f"{row}); the env is at fault, not the learning rate")
+        if obs.dtype.kind == "f" and not np.isfinite(obs).all():
+            bad = np.argwhere(~np.isfinite(obs))[0]
+            raise EnvError(f"env {self.name} returned a non-finite observation "
+                           f"({obs[tuple(bad)]} at index {tuple(int(i) for i in bad)}); the env "
+                           f"is at fault, not the learning rate")
 
     def close(self) -> None:
         """Close the underlying environments."""

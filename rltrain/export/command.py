@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from rltrain.envs.normalize import NormalizeObs
+from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
 from rltrain.export import formats
@@ -17,12 +18,14 @@ from rltrain.export.module import ExportedPolicy, find_layer, torch_actions
 
 
 def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = None,
-                  check_samples: int = 1000, seed: int = 0) -> dict[str, Any]:
+                  check_samples: int = 1000, seed: int = 0, named: NamedCode | None = None,
+                  ) -> dict[str, Any]:
     """Export the checkpoint's deterministic policy and compare it with the torch policy.
 
     Returns `path`, `format`, `ok` (agreement on `check_samples` random observations),
     `samples`, `mismatches`, `max_abs_diff`, `tolerance`, `checkpoint`, `action_kind`
     (discrete or box), `obs_shape`, `action_shape` (per observation) and `normalized_obs`.
+    `named`: the user code named on the command line (see `envs/trust.py`).
     """
     from rltrain.envs.make import make_env
     from rltrain.evaluate import build_agent, load_checkpoint
@@ -31,7 +34,7 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
     formats.check_format(fmt)  # a missing extra fails before anything is loaded
     if check_samples <= 0:
         raise UserError(f"check_samples={check_samples} must be > 0")
-    path, payload, cfg = load_checkpoint(ckpt, "cpu")
+    path, payload, cfg = load_checkpoint(ckpt, "cpu", named)
     target = Path(out) if out else run_dir_of(path) / "export" / formats.FORMATS[fmt]
     # a native torch twin (env.backend=torch) has gymnasium's dynamics and spaces: export
     # against the gymnasium env, whose spaces give the observation and action bounds

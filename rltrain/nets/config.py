@@ -15,6 +15,10 @@ from typing import Any
 from rltrain.errors import UserError
 
 ENCODERS = ("auto", "cnn", "flatten")
+MAX_WIDTH = 16_384
+"""The widest layer (hidden width, CNN channels or features) rltrain builds: one 16,384-wide
+hidden-to-hidden layer already holds 268M weights (1 GiB in float32), far beyond RL's usual 64
+to 1,024; a wider one is a typo, or a checkpoint that would make rltrain allocate gigabytes."""
 
 
 @dataclass
@@ -64,6 +68,13 @@ def check_net(algo: Any) -> None:
         if sizes is not None and (not sizes or any(w <= 0 for w in sizes)):
             raise UserError(f"{key}={list(sizes)}: give one or more layer widths > 0, "
                             f"e.g. [64, 64] (null: the algorithm's algo.hidden_sizes)")
+    sized = {"algo.hidden_sizes": algo.hidden_sizes, **widths, "net.cnn_channels":
+             net.cnn_channels, "net.cnn_features": [net.cnn_features]}
+    for key, sizes in sized.items():
+        if sizes is not None and any(w > MAX_WIDTH for w in sizes):
+            shown = sizes[0] if key == "net.cnn_features" else list(sizes)
+            raise UserError(f"{key}={shown}: layer widths are at most {MAX_WIDTH:,} "
+                            f"(rltrain.nets.config.MAX_WIDTH)")
     if net.encoder not in ENCODERS:
         raise UserError(f"net.encoder={net.encoder!r}: choose one of {', '.join(ENCODERS)}")
     if len(net.cnn_channels) != 3 or any(c <= 0 for c in net.cnn_channels):

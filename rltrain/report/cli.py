@@ -11,7 +11,7 @@ from hydra.experimental.callback import Callback
 
 from rltrain.errors import UserError
 from rltrain.report.plot import GROUP_CURVES, plot_groups
-from rltrain.report.runs import find_runs, load_run
+from rltrain.report.runs import Run, find_runs, load_run
 from rltrain.report.table import GroupSummary, print_table, summarize, write_csv
 
 log = logging.getLogger("rltrain")
@@ -38,12 +38,15 @@ def write_report(folder: Path, out: Path | None = None, console: Any = None) -> 
 
     if not folder.is_dir():
         raise UserError(f"report: folder {folder} does not exist")
-    runs = [load_run(p) for p in find_runs(folder)]
-    if not runs:
-        raise UserError(f"report: no runs below {folder} (a run folder has metrics.csv or tb/)")
-    evaluated = [r for r in runs if len(r.eval_curve[0])]
     if console is None:  # not a terminal: rich would wrap the table at 80 columns
         console = Console() if Console().is_terminal else Console(width=160)
+    found = find_runs(folder)
+    if not found:
+        raise UserError(f"report: no runs below {folder} (a run folder has metrics.csv or tb/)")
+    runs = load_runs(found, console)
+    if not runs:
+        raise UserError(f"report: none of the {len(found)} run(s) below {folder} could be read")
+    evaluated = [r for r in runs if len(r.eval_curve[0])]
     if len(evaluated) < len(runs):
         console.print(f"skipped {len(runs) - len(evaluated)} run(s) without an evaluation yet: "
                       + ", ".join(str(r.path) for r in runs if r not in evaluated))
@@ -59,6 +62,25 @@ def write_report(folder: Path, out: Path | None = None, console: Any = None) -> 
                            f"{folder}: eval return, mean and 95% bootstrap CI across seeds")
     console.print(f"table:  {csv_path}\ncurves: {png_path}")
     return groups
+
+
+def load_runs(paths: list[Path], console: Any) -> list[Run]:
+    """The runs of `paths` that can be read; one warning line for each that cannot (naming the
+    file) and for each file of which malformed lines were skipped."""
+    runs = []
+    for path in paths:
+        try:
+            run = load_run(path)
+        except UserError as exc:
+            console.print(f"warning: skipped run {path}: {exc}", markup=False, highlight=False,
+                          soft_wrap=True)
+            continue
+        if run.scalars.dropped:
+            console.print(f"warning: {path / 'metrics.csv'}: skipped {run.scalars.dropped} "
+                          f"malformed line(s)", markup=False, highlight=False,
+                          soft_wrap=True)
+        runs.append(run)
+    return runs
 
 
 class SweepSummary(Callback):

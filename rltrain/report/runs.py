@@ -7,12 +7,15 @@ Its `.hydra/overrides.yaml` names the group it belongs to: the overrides minus t
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
+
+from rltrain.errors import UserError
+from rltrain.loggers.csv import HEADER, read_metrics
 
 EVAL_TAG = "eval/mean_reward"
 EVAL_STD_TAG = "eval/std_reward"
@@ -28,6 +31,8 @@ class Scalars:
     series: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     first_time: float | None = None
     last_time: float | None = None
+    dropped: int = 0
+    """Malformed lines skipped while reading (a torn last line of a killed run, or garbage)."""
 
     def get(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of `name`, empty arrays when it was never logged."""
@@ -86,37 +91,52 @@ def find_runs(folder: Path) -> list[Path]:
 
 
 def load_run(path: Path) -> Run:
-    """Read one run folder."""
+    """Read one run folder; a file that cannot be read is a one-line `UserError` naming it."""
     hydra = path / ".hydra"
-    overrides = _load_yaml(hydra / "overrides.yaml") or []
-    config = _load_yaml(hydra / "config.yaml") or {}
-    seed = config.get("seed") if isinstance(config, dict) else None
+    overrides = _load_yaml(hydra / "overrides.yaml", list) or []
+    config = _load_yaml(hydra / "config.yaml", dict) or {}
+    seed = config.get("seed") if isinstance(config.get("seed"), int) else None
     start = (hydra / "config.yaml").stat().st_mtime if (hydra / "config.yaml").is_file() else None
     csv_path = path / "metrics.csv"
     scalars = read_csv(csv_path) if csv_path.is_file() else read_tensorboard(path / "tb")
     return Run(path, [str(o) for o in overrides], seed, scalars, start)
 
 
-def _load_yaml(path: Path) -> object:
+def _load_yaml(path: Path, kind: type) -> Any:
+    """The YAML document in `path` (None when there is no file), which must be a `kind`."""
     if not path.is_file():
         return None
-    with open(path) as f:
-        return yaml.safe_load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"{path}: not readable YAML ({first})") from exc
+    if data is not None and not isinstance(data, kind):
+        raise UserError(f"{path}: expected a YAML {'list' if kind is list else 'mapping'}, "
+                        f"found a {type(data).__name__}")
+    return data
 
 
 def read_csv(path: Path) -> Scalars:
-    """Scalars of a long-format `metrics.csv`; a step logged twice keeps its last value."""
+    """Scalars of a long-format `metrics.csv`; a step logged twice keeps its last value.
+
+    Malformed lines are skipped and counted (`Scalars.dropped`); a file whose header is not
+    `step,time,name,value` is a one-line `UserError`.
+    """
+    try:
+        found = read_metrics(path)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    if found.columns not in (None, HEADER):
+        shown = ",".join(found.columns)[:60]
+        raise UserError(f"{path}: unexpected columns {shown!r}; expected {','.join(HEADER)}")
     points: dict[str, dict[int, float]] = {}
-    times = []
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            try:
-                step, value = int(row["step"]), float(row["value"])
-                times.append(float(row["time"]))
-            except (KeyError, TypeError, ValueError):  # a torn last line of a killed run
-                continue
-            points.setdefault(row["name"], {})[step] = value
-    return _scalars(points, times)
+    for step, _, name, value in found.rows:
+        points.setdefault(name, {})[int(step)] = float(value)
+    scalars = _scalars(points, [float(row[1]) for row in found.rows])
+    scalars.dropped = found.dropped
+    return scalars
 
 
 def read_tensorboard(tb_dir: Path) -> Scalars:

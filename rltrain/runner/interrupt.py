@@ -6,12 +6,16 @@ The first signal asks the loop to stop after the current iteration, so the Runne
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
+from rltrain.errors import TrainingError
 from rltrain.runner.callbacks import LoopState
 
 log = logging.getLogger("rltrain")
@@ -46,10 +50,41 @@ class GracefulStop:
         log.warning("%s received: stopping after this iteration (Ctrl-C again to quit now)",
                     self.state.stop_reason)
 
-    def check_stop_file(self) -> None:
+    def check_stop_file(self) -> bool:
         """Stop (the same graceful way) when `<run dir>/STOP` exists; the file is consumed."""
         if self.stop_file.exists():
             self.stop_file.unlink(missing_ok=True)
-            self.state.stop = True
-            self.state.stop_reason = "STOP file"
-            log.warning("found %s: stopping after this iteration", self.stop_file)
+            if not self.state.stop:
+                self.state.stop = True
+                self.state.stop_reason = "STOP file"
+                log.warning("found %s: stopping after this iteration", self.stop_file)
+        return self.state.stop
+
+    def requested(self) -> bool:
+        """True once a stop was asked for (a signal, or a `STOP` file, which is consumed)."""
+        return self.state.stop or self.check_stop_file()
+
+    def clear_stale_stop_file(self) -> None:
+        """Remove a `STOP` file that was created while no run was live: it is not for this run."""
+        if self.stop_file.exists():
+            self.stop_file.unlink(missing_ok=True)
+            log.warning("removed %s, left from before this run started", self.stop_file)
+
+
+# errno values of a full disk and of an exhausted quota
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextlib.contextmanager
+def disk_full_is_one_line(run_dir: Path) -> Iterator[None]:
+    """Turn a full disk, wherever it strikes in a run, into one `TrainingError` line."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL:
+            raise
+        latest = run_dir / "checkpoints" / "latest.pt"
+        kept = (f"the last good checkpoint is kept; free space, then rltrain resume={run_dir}"
+                if latest.is_file() else "no checkpoint was written yet")
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise TrainingError(f"disk full while writing the run{where}: {kept}") from exc

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 import torch
@@ -10,7 +12,10 @@ import torch
 from rltrain.buffers.rollout import RolloutBuffer
 
 if TYPE_CHECKING:
+    from rltrain.runner.callbacks import LoopState
     from rltrain.runner.runner import Runner
+
+log = logging.getLogger("rltrain")
 
 
 def run_on_policy(runner: Runner) -> None:
@@ -19,15 +24,20 @@ def run_on_policy(runner: Runner) -> None:
     spec, n_steps = env.spec, cfg.algo.n_steps
     action_shape = () if spec.action_kind == "discrete" else (spec.action_dim,)
     action_dtype = torch.long if spec.action_kind == "discrete" else torch.float32
-    buf = RolloutBuffer(n_steps, spec.num_envs, spec.obs_shape, action_shape, action_dtype,
-                        runner.device)
+    make_buffer = partial(RolloutBuffer, num_envs=spec.num_envs, obs_shape=spec.obs_shape,
+                          action_shape=action_shape, action_dtype=action_dtype, device=runner.device)
+    buf = make_buffer(n_steps)
+    log_budget(state, n_steps, spec.num_envs)
     obs = runner.obs
     while state.global_step < state.total_timesteps and not state.stop:
         runner.fire("pre_iteration")
+        steps = rollout_steps(state, n_steps, spec.num_envs)
+        if steps != buf.n_steps:  # the last rollout, shortened to end on the budget
+            buf = make_buffer(steps)
         # ---- collect one rollout --------------------------------------------------------
         runner.fire("pre_rollout")
         t0 = time.perf_counter()
-        for _ in range(n_steps):
+        for _ in range(steps):
             action, log_prob, value = algo.act(obs)
             res = env.step(action)
             buf.add(obs, action, log_prob, value, res.reward, res.terminated, res.truncated)
@@ -55,3 +65,24 @@ def run_on_policy(runner: Runner) -> None:
             "rollout/mean_value": float(buf.values.mean()),
         })
         runner.end_iteration()
+
+
+def rollout_steps(state: LoopState, n_steps: int, num_envs: int) -> int:
+    """Steps per env of the next rollout: `n_steps`, fewer for the last one, so that a run takes
+    ceil(total_timesteps / num_envs) * num_envs env steps (every env steps each time)."""
+    left = state.total_timesteps - state.global_step
+    return max(1, min(n_steps, -(-left // num_envs)))
+
+
+def log_budget(state: LoopState, n_steps: int, num_envs: int) -> None:
+    """Say at the start when the budget ends inside a rollout, and how many env steps it takes."""
+    per_env = -(-(state.total_timesteps - state.global_step) // num_envs)
+    last = per_env % n_steps
+    if per_env <= 0 or last == 0:
+        return
+    steps = state.global_step + per_env * num_envs
+    over = steps - state.total_timesteps
+    log.info("total_timesteps=%s is not a multiple of the rollout (algo.n_steps=%d x %d envs): "
+             "the last rollout is shortened to %d steps per env; %s env steps in all%s",
+             f"{state.total_timesteps:,}", n_steps, num_envs, last, f"{steps:,}",
+             f" ({over} past total_timesteps, as every env steps each time)" if over else "")

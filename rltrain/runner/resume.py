@@ -11,6 +11,7 @@ import torch
 from rltrain import checkpoint
 from rltrain.config import TrainConfig, to_train_config
 from rltrain.envs.make import load_resume_state, resume_state
+from rltrain.envs.trust import named_code, require_named
 from rltrain.errors import UserError
 
 if TYPE_CHECKING:
@@ -53,38 +54,56 @@ def make_payload(runner: Runner) -> dict[str, Any]:
 
 
 def restore(runner: Runner, payload: dict[str, Any]) -> None:
-    """Put a freshly built Runner back into the state stored in `payload`."""
+    """Put a freshly built Runner back into the state stored in `payload` (checked first:
+    a missing or mistyped field is a one-line `UserError`, before anything is changed)."""
     from rltrain.evaluate import load_algo
+    from rltrain.payload import RESUME, check_fits, check_payload
 
+    resume = runner.cfg.resume
+    where = resume if resume not in (None, "", "auto") else "the checkpoint to resume"
+    check_payload(payload, where, RESUME)
+    check_fits(payload, runner.env.spec, getattr(runner.cfg.algo, "buffer_size", 0), where)
     load_algo(runner.algo, payload["algo"], Path(runner.run_dir))
-    exact = load_resume_state(runner.env, payload.get("env", {}))
-    counters = payload["counters"]
-    s = runner.state
-    s.global_step, s.iteration = int(counters["global_step"]), int(counters["iteration"])
+    resumed = load_resume_state(runner.env, payload["env"])
+    counters, s = payload["counters"], runner.state
+    s.global_step, s.iteration = counters["global_step"], counters["iteration"]
     s.best_eval = float(counters["best_eval"])
-    runner.schedule.update(payload.get("schedule", {}))
-    loop = payload.get("loop", {})
-    if exact and "obs" in loop:
-        runner.obs = loop["obs"].to(runner.device)
-    runner.episodes.returns.extend(loop.get("episode_returns", []))
-    runner.episodes.lengths.extend(loop.get("episode_lengths", []))
-    runner.episodes.terminated, runner.episodes.truncated = loop.get("episode_counts", [0, 0])
-    s.metrics = dict(loop.get("metrics", {}))
-    last_eval = payload.get("metrics", {})
+    runner.schedule.update(payload["schedule"])
+    # the stored last observation belongs to the restored episodes only; otherwise a fresh
+    # reset, after the normalizer statistics are back, so its observation uses them
+    loop = payload["loop"]
+    runner.obs = (loop["obs"].to(runner.device) if resumed
+                  else runner.env.reset(seed=runner.cfg.seed + s.global_step))
+    runner.episodes.returns.extend(loop["episode_returns"])
+    runner.episodes.lengths.extend(loop["episode_lengths"])
+    runner.episodes.terminated, runner.episodes.truncated = loop["episode_counts"]
+    s.metrics = dict(loop["metrics"])
+    last_eval = payload["metrics"]
     s.last_eval = dict(last_eval) if "step" in last_eval else None
     checkpoint.set_rng_state(payload["rng"])
     if "replay" in payload:
         runner.replay_state = payload["replay"]
-    how = "exactly" if exact else "from freshly reset envs (env state not restorable)"
-    log.info("resumed at step %s %s", f"{s.global_step:,}", how)
+    if resumed:
+        log.info("resumed at step %s exactly", f"{s.global_step:,}")
+    else:
+        log.warning("%s: %s; episodes restart on resume (at step %s)", runner.cfg.env.id,
+                    resumed.reason, f"{s.global_step:,}")
 
 
-def resume_config(saved: dict[str, Any], composed: dict[str, Any], overrides: list[str]) -> TrainConfig:
-    """The saved config with the harmless overrides applied; refuse any that change the experiment."""
+def resume_config(saved: dict[str, Any], composed: dict[str, Any], overrides: list[str],
+                  source: str = "the checkpoint") -> TrainConfig:
+    """The saved config with the harmless overrides applied; refuse any that change the experiment.
+
+    Code the saved env names (a module) must be named again in `overrides` (`envs/trust.py`).
+    """
+    env = saved.get("env")
+    require_named(env if isinstance(env, dict) else {}, named_code(overrides), source)
     merged = dict(saved)
     for item in overrides:
         key = item.lstrip("+~").split("=", 1)[0]
         top = key.split(".")[0].split("/")[0]
+        if key in ("env.import", "env.imports"):  # names trusted code; checked just above
+            continue
         if top not in RESUMABLE:
             old, new = _get(saved, key), _get(composed, key)
             only = f"only {', '.join(RESUMABLE[:-2])} may change when resuming"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +16,8 @@ from rltrain import checkpoint
 from rltrain.config import TrainConfig, config_to_dict
 from rltrain.envs.extras import set_log_keys
 from rltrain.envs.make import env_state, load_env_state, make_env
-from rltrain.evaluate import eval_metrics, run_episodes
+from rltrain.errors import EnvError
+from rltrain.evaluate import EvalInterrupted, eval_metrics, run_episodes
 from rltrain.loggers.base import build_loggers
 from rltrain.loggers.console import ConsoleProgress
 from rltrain.loggers.norm_stats import normalizer_metrics
@@ -24,7 +26,10 @@ from rltrain.report.plot import write_run_curve
 from rltrain.runner.callbacks import Callback, Callbacks, LoopState
 from rltrain.runner.episodes import EpisodeTracker
 from rltrain.runner.guards import check_metrics, check_parameters
-from rltrain.runner.interrupt import GracefulStop
+from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
+from rltrain.runner.off_policy import run_off_policy
+from rltrain.runner.on_policy import run_on_policy
+from rltrain.runner.ownership import check_target, run_lock
 from rltrain.runner.resume import make_payload, restore
 from rltrain.runner.timing import SectionTimer
 
@@ -85,6 +90,7 @@ class Runner:
         self.schedule = {"eval": cfg.eval.freq, "ckpt": cfg.checkpoint.freq, "log": 0}
         self.stopper = GracefulStop(self.state, self.run_dir)
         self.timer = SectionTimer()
+        self.resumed = resume_from is not None
         if resume_from is not None:
             restore(self, resume_from)
 
@@ -97,42 +103,69 @@ class Runner:
         self.callbacks.fire(event, self.state)
 
     def run(self) -> dict[str, Any]:
-        """Train, then evaluate and checkpoint the final policy; returns the final eval result."""
-        from rltrain.runner.off_policy import run_off_policy
-        from rltrain.runner.on_policy import run_on_policy
+        """Train, then evaluate and checkpoint the final policy; returns the final eval result.
 
+        The run folder's lock and the stop handlers (signals, `STOP`) cover the whole run, from
+        the first step to the last file written; a fault is one `TrainingError` line and the
+        last good checkpoint stays in place.
+        """
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.loggers = build_loggers(self.cfg.logger, self.run_dir, purge_step=self.state.global_step,
-                                     config=self.config_dict)
-        self.progress = ConsoleProgress(self.state.total_timesteps, self.cfg.progress,
-                                        self.cfg.logger.log_interval, start=self.state.global_step)
-        log.info("training %s on %s for %s env steps (%d envs, device %s) -> %s",
-                 self.cfg.algo.name, self.cfg.env.id, f"{self.state.total_timesteps:,}",
-                 self.env.spec.num_envs, self.device, self.run_dir)
+        with run_lock(self.run_dir), self.stopper, disk_full_is_one_line(self.run_dir):
+            resume = self.cfg.resume or ("checkpoint" if self.resumed else None)
+            check_target(self.run_dir, resume, self.state.total_timesteps)
+            self.stopper.clear_stale_stop_file()
+            self.loggers = build_loggers(self.cfg.logger, self.run_dir,
+                                         purge_step=self.state.global_step, config=self.config_dict)
+            self.progress = ConsoleProgress(self.state.total_timesteps, self.cfg.progress,
+                                            self.cfg.logger.log_interval, start=self.state.global_step)
+            log.info("training %s on %s for %s env steps (%d envs, device %s) -> %s",
+                     self.cfg.algo.name, self.cfg.env.id, f"{self.state.total_timesteps:,}",
+                     self.env.spec.num_envs, self.device, self.run_dir)
+            try:
+                result = self._train_and_finish()
+            finally:
+                self.stopper.stop_file.unlink(missing_ok=True)  # a STOP file is always consumed
+                self.progress.close()
+                self.loggers.close()
+                self.env.close()
+                self.eval_env.close()
+                write_run_curve(self.run_dir)  # learning_curve.png; never raises
+        if "stopped" not in result:
+            log.info("done: %s env steps; eval mean reward %.2f ± %.2f over %d episodes; "
+                     "checkpoints in %s", f"{self.state.global_step:,}", result["mean_reward"],
+                     result["std_reward"], result["episodes"], self.run_dir / "checkpoints")
+        return result
+
+    def _train_and_finish(self) -> dict[str, Any]:
+        """The family's loop, the final evaluation and the final checkpoints (or a stop)."""
         try:
-            with self.stopper:
-                try:
-                    (run_on_policy if self.family == "on_policy" else run_off_policy)(self)
-                except ValueError:  # e.g. torch distributions refusing NaN parameters
-                    self._check_weights()
-                    raise
+            try:
+                (run_on_policy if self.family == "on_policy" else run_off_policy)(self)
+            except ValueError:  # e.g. torch distributions refusing NaN parameters
+                self._check_weights()
+                raise
             self.progress.update(self.state.global_step, self.episodes.mean_return, force=True)
             if self.state.stop:
                 return self._stopped()
             last = self.state.last_eval
             result = last if last and last.get("step") == self.state.global_step else self.evaluate()
-            self.save("latest.pt")
-            self.save("final.pt")
-        finally:
-            self.progress.close()
-            self.loggers.close()
-            self.env.close()
-            self.eval_env.close()
-            write_run_curve(self.run_dir)  # learning_curve.png; never raises
-        log.info("done: eval mean reward %.2f ± %.2f over %d episodes; checkpoints in %s",
-                 result["mean_reward"], result["std_reward"], result["episodes"],
-                 self.run_dir / "checkpoints")
+        except EvalInterrupted:  # a stop arrived during an evaluation: it is abandoned
+            return self._stopped()
+        except EnvError as exc:
+            raise EnvError(f"{exc} (at env step {self.state.global_step:,}); "
+                           f"{self._kept()}") from exc
+        self.save("latest.pt")
+        self.save("final.pt")
+        if self.state.stop:  # the stop came during the final save: the run is complete anyway
+            log.warning("%s received while writing the final checkpoints; the run is complete",
+                        self.state.stop_reason)
+            self.stopper.signum = None
         return result
+
+    def _kept(self) -> str:
+        latest = self.run_dir / "checkpoints" / "latest.pt"
+        return (f"the last good checkpoint is kept: resume with rltrain resume={self.run_dir}"
+                if latest.is_file() else "no checkpoint was written yet")
 
     def _stopped(self) -> dict[str, Any]:
         """Save `latest.pt` after a requested stop and tell the user how to continue."""
@@ -176,14 +209,18 @@ class Runner:
         cfg = self.cfg.eval
         with self.timer("eval"):
             result = run_episodes(self.algo.policy, self.eval_env, cfg.episodes, cfg.deterministic,
-                                  seed=self.cfg.seed + 10_000)
+                                  seed=self.cfg.seed + 10_000, stop=self.stopper.requested)
         result["step"] = self.state.global_step
         self.state.last_eval = result
         self.loggers.log(eval_metrics(result), self.state.global_step)
         if self.cfg.progress != "bar":
             log.info("eval at step %s: mean reward %.2f ± %.2f", f"{self.state.global_step:,}",
                      result["mean_reward"], result["std_reward"])
-        if result["mean_reward"] > self.state.best_eval:
+        if not math.isfinite(result["mean_reward"]):  # never "best"; say where it came from
+            log.warning("eval at step %s: mean reward is %s (the env returned non-finite "
+                        "rewards); best.pt is not updated", f"{self.state.global_step:,}",
+                        result["mean_reward"])
+        elif result["mean_reward"] > self.state.best_eval:
             self.state.best_eval = result["mean_reward"]
             self.save("best.pt")
         return result

@@ -16,6 +16,7 @@ import torch
 from rltrain import checkpoint
 from rltrain.config import EnvConfig, WrapperConfig
 from rltrain.envs.make import _make_one, make_env
+from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
 from rltrain.evaluate import evaluate
@@ -65,7 +66,10 @@ def test_cli_trains_a_registered_env_of_ones_own_module_with_wrappers(cli_run):
     assert payload["counters"]["global_step"] == 256
     # TimeAwareObservation: the policy sees [position, 1, time] -> a first layer of width 3
     assert any(tuple(t.shape) == (16, 3) for t in payload["algo"]["policy"].values())
-    result = evaluate(run_dir, episodes=4, write=False)  # rebuilt from the checkpoint's config
+    with pytest.raises(UserError, match=f"add env.import={MODULE} to this command"):
+        evaluate(run_dir, episodes=4, write=False)  # the checkpoint names code: not imported
+    # rebuilt from the checkpoint's config, once the user names the module again
+    result = evaluate(run_dir, episodes=4, write=False, named=NamedCode(frozenset({MODULE})))
     for ret, length in zip(result["returns"], result["lengths"], strict=True):
         expected = 0.9 * (length - 1) + 1.0 if length < 50 else 0.9 * 50  # wrappers in order
         assert ret == pytest.approx(expected, abs=1e-5), (ret, length)

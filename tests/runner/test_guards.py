@@ -111,3 +111,22 @@ def test_nan_explained_variance_of_constant_returns_does_not_stop_training():
 
     # constant returns make explained variance nan by definition; training must go on
     check_metrics({"train/explained_variance": float("nan"), "train/value_loss": 0.0}, step=10)
+
+
+def test_a_non_finite_eval_result_never_becomes_best(tmp_path, tiny_cfg, monkeypatch, caplog):
+    import rltrain.runner.runner as runner_module
+    from rltrain.runner.runner import Runner
+
+    def inf_episodes(*args, **kwargs):
+        return {"episodes": 2, "mean_reward": float("inf"), "std_reward": float("nan"),
+                "min_reward": float("inf"), "max_reward": float("inf"), "mean_length": 3.0,
+                "returns": [float("inf")] * 2, "lengths": [3, 3]}
+
+    monkeypatch.setattr(runner_module, "run_episodes", inf_episodes)
+    runner = Runner(tiny_cfg(), tmp_path)
+    with caplog.at_level("WARNING", logger="rltrain"):
+        result = runner.run()
+    assert result["mean_reward"] == float("inf")  # reported as it is
+    assert not (tmp_path / "checkpoints" / "best.pt").exists()
+    assert runner.state.best_eval == float("-inf")
+    assert "non-finite rewards" in caplog.text

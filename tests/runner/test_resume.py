@@ -113,6 +113,7 @@ def test_ppo_resumed_from_an_older_checkpoint_purges_the_later_log_rows(tmp_path
     run = tmp_path / "run"
     Runner(cfg, run).run()
     straight = metric_rows(run)
+    (run / "checkpoints" / "final.pt").unlink()  # killed before it finished: no final.pt
     Runner(cfg, run, resume_from=checkpoint.load(run / "checkpoints" / "step_000000064.pt")).run()
     assert metric_rows(run) == straight
     acc = EventAccumulator(str(run / "tb"), size_guidance={"scalars": 0}).Reload()

@@ -150,9 +150,17 @@ class NativeVecEnv:
                 "episode_return": self.episode_return.cpu().clone(),
                 "generator": self.generator.get_state().clone()}
 
-    def load_sim_state(self, saved: dict[str, torch.Tensor]) -> bool:
-        """Restore `sim_state()`; False (nothing changed) when it holds another number of rows."""
-        if tuple(saved["state"].shape) != tuple(self.state.shape):
+    def load_sim_state(self, saved: Any) -> bool:
+        """Restore `sim_state()`, all or nothing: False (nothing changed) when `saved` is not a
+        state of this env (another number of rows, missing or malformed parts)."""
+        shapes = {"state": tuple(self.state.shape), "elapsed": tuple(self.elapsed.shape),
+                  "episode_return": tuple(self.episode_return.shape),
+                  "generator": tuple(self.generator.get_state().shape)}
+        if not isinstance(saved, dict) or any(
+                not isinstance(saved.get(k), torch.Tensor) or tuple(saved[k].shape) != shape
+                or saved[k].is_complex() for k, shape in shapes.items()):
+            return False
+        if saved["generator"].dtype != torch.uint8:
             return False
         self.state = saved["state"].to(self.device, self.dtype)
         self.elapsed = saved["elapsed"].to(self.device, torch.long)

@@ -1,0 +1,85 @@
+"""One-line checks of config values: numbers in range, seeds, devices (each raises `UserError`).
+
+The config dataclasses (`rltrain/config.py`, `rltrain/algos/*.py`) call these from their
+`validate` methods, so a meaningless value (a NaN learning rate, a discount of 2, a GPU this
+machine lacks) stops the command before anything is built or written.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rltrain.errors import UserError
+
+SEED_MAX = 2**32 - 1
+"""Largest seed: `np.random.seed` takes [0, 2**32 - 1]; torch and gymnasium take more, so the
+derived seeds (`seed + i` for env i, `seed + 10000` for evaluation) may go past it."""
+_DEVICES = "choose cpu, cuda, cuda:N, mps or auto"
+
+
+def check_positive(key: str, value: float | None) -> None:
+    """Raise `UserError` unless `value` (when set) is a finite number > 0."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UserError(f"{key}={value} must be a finite number > 0")
+
+
+def check_non_negative(key: str, value: float | None) -> None:
+    """Raise `UserError` unless `value` (when set) is a finite number >= 0."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise UserError(f"{key}={value} must be a finite number >= 0")
+
+
+def check_finite(key: str, value: float | None) -> None:
+    """Raise `UserError` unless `value` (when set) is a finite number."""
+    if value is not None and not math.isfinite(value):
+        raise UserError(f"{key}={value} must be a finite number")
+
+
+def check_fraction(key: str, value: float, zero: bool = True) -> None:
+    """Raise `UserError` unless `value` is in [0, 1] (in (0, 1] when `zero` is False)."""
+    if not (0.0 <= value <= 1.0 and (zero or value > 0.0)):
+        raise UserError(f"{key}={value} must be in {'[' if zero else '('}0, 1]")
+
+
+def check_seed(key: str, value: int, count: int = 1) -> None:
+    """Raise `UserError` unless the seeds `value` ... `value + count - 1` are in [0, SEED_MAX]."""
+    if not 0 <= value <= SEED_MAX:
+        raise UserError(f"{key}={value} must be in [0, {SEED_MAX}] (numpy's seed range, "
+                        f"0 to 2**32 - 1)")
+    if value + count - 1 > SEED_MAX:
+        raise UserError(f"{key}={value} with seeds_per_trial={count} would train seed "
+                        f"{value + count - 1}; seeds must be <= {SEED_MAX} (2**32 - 1)")
+
+
+def check_device(key: str, name: str, here: bool = True) -> None:
+    """Raise `UserError` unless `name` is a torch device rltrain runs on (cpu, cuda[:N], mps,
+    auto) and, when `here`, one this machine has."""
+    import torch
+
+    if name == "auto":
+        return
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError, ValueError):
+        raise UserError(f"{key}={name}: {_DEVICES}") from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise UserError(f"{key}={name}: {_DEVICES}")
+    if not here:
+        return
+    if device.type == "cuda":
+        _check_cuda(key, name, device.index)
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise UserError(f"{key}={name}: MPS is not available "
+                        f"(torch.backends.mps.is_available() is False); use {key}=cpu")
+
+
+def _check_cuda(key: str, name: str, index: int | None) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UserError(f"{key}={name}: no CUDA GPU is available "
+                        f"(torch.cuda.is_available() is False); use {key}=cpu")
+    count = torch.cuda.device_count()
+    if index is not None and index >= count:
+        raise UserError(f"{key}={name}: this machine has {count} CUDA GPU(s), cuda:0 to "
+                        f"cuda:{count - 1}; use {key}=cuda:0 or {key}=cpu")

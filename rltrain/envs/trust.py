@@ -1,0 +1,100 @@
+"""User code is named on the command line, never read from a file.
+
+An env config can name Python code in three fields: `env.id` (`module:factory` or
+`module:EnvId`), `env.imports` (modules imported so that they register ids) and `env.wrappers`
+(`module:Class`). A checkpoint records them, but `rltrain eval`, `export` and `resume=` import
+such a module only when the user names it again on that command's line (`env.import=module`, or
+`env.id=module:name`); a module the user names must be one the checkpoint recorded, so a typo
+cannot run other code. Registered gymnasium ids and `gymnasium.wrappers` classes need nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rltrain.errors import UserError
+
+
+BUILTIN_MODULES = frozenset({"rltrain.envs.pixels"})
+"""rltrain's own env modules (`env=pixel_cartpole`): part of the program, never user code."""
+
+
+@dataclass(frozen=True)
+class NamedCode:
+    """What the user named on one command line: modules they trust, and the env id they gave."""
+
+    modules: frozenset[str] = field(default_factory=frozenset)
+    env_id: str | None = None
+
+
+def module_of(name: str) -> str | None:
+    """`my_pkg.envs` for `my_pkg.envs:make_maze`; None for a name that carries no module."""
+    module, sep, _ = str(name).partition(":")
+    return module if sep and module else None
+
+
+def code_modules(env: Any) -> dict[str, str]:
+    """Every module an env config (an `EnvConfig` or its plain dict) names: module -> field."""
+    get = env.get if isinstance(env, dict) else lambda k, d=None: getattr(env, k, d)
+    found: dict[str, str] = {}
+    module = module_of(str(get("id", "")))
+    if module:
+        found[module] = f"env.id={get('id')}"
+    for name in get("imports", None) or []:
+        found.setdefault(str(name), f"env.imports=[{name}]")
+    for wrapper in get("wrappers", None) or []:
+        wname = wrapper.get("name", "") if isinstance(wrapper, dict) else getattr(wrapper, "name", "")
+        module = module_of(str(wname))
+        if module:
+            found.setdefault(module, f"env.wrappers {wname}")
+    return found
+
+
+def named_code(overrides: Iterable[str]) -> NamedCode:
+    """The modules and env id named by `env.import=`/`env.imports=`/`env.id=` overrides."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    modules: set[str] = set()
+    env_id = None
+    for arg in overrides:
+        key, sep, _ = arg.lstrip("+~").partition("=")
+        if not sep or key not in ("env.import", "env.imports", "env.id"):
+            continue
+        try:
+            (ov,) = OverridesParser.create().parse_overrides([arg.lstrip("+~")])
+            value = ov.value()
+        except Exception as exc:  # hydra's parse errors are multi-line
+            raise UserError(f"cannot parse {arg!r}: {str(exc).splitlines()[0]}") from exc
+        if key == "env.id":
+            env_id = str(value)
+            modules |= {m for m in [module_of(env_id)] if m}
+        else:
+            modules |= {str(v) for v in (value if isinstance(value, list) else [value])}
+    return NamedCode(frozenset(modules), env_id)
+
+
+def require_named(env: Any, named: NamedCode, source: str) -> None:
+    """Refuse (one line) to build the env of `source` unless the user named all of its code.
+
+    `env` is the config read from `source` (a checkpoint); `named` is what this command's line
+    names. Also refuses names that do not match what `source` recorded.
+    """
+    needed = {m: f for m, f in code_modules(env).items() if m not in BUILTIN_MODULES}
+    recorded_id = env.get("id") if isinstance(env, dict) else getattr(env, "id", None)
+    if named.env_id is not None and named.env_id != recorded_id:
+        raise UserError(f"env.id={named.env_id} does not match {source}'s env.id={recorded_id}; "
+                        f"give env.id={recorded_id} or leave env.id out")
+    extra = sorted(named.modules - set(needed))
+    if extra:
+        uses = ", ".join(sorted(needed)) or "no module of yours"
+        raise UserError(f"env.import={extra[0]}: {source}'s env does not use module {extra[0]!r} "
+                        f"(it uses {uses}); name only the modules it recorded")
+    missing = [m for m in needed if m not in named.modules]
+    if missing:
+        what = "; ".join(needed[m] for m in missing)
+        add = (f"env.import={missing[0]}" if len(missing) == 1
+               else f"env.imports=[{','.join(missing)}]")
+        raise UserError(f"{source} names code to run ({what}); rltrain never imports code named "
+                        f"in a file: if you trust it, add {add} to this command")

@@ -1,0 +1,134 @@
+"""Who may write into a run folder: one live run at a time, and never into a finished run.
+
+A live run holds `<run>/.lock`: the file names its pid and host (for messages), and an
+exclusive `flock` on it proves the holder is alive. The kernel drops a flock when its process
+dies, however it dies, so a lock left by a killed run is taken over without guessing from pids;
+a second run into a live folder is refused with one line. A process may take a lock it already
+holds (the CLI locks a folder before Hydra writes into it; the Runner locks it again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from rltrain.errors import UserError
+
+log = logging.getLogger("rltrain")
+LOCK_NAME = ".lock"
+_HELD: dict[Path, tuple[int, int]] = {}  # lock path -> (fd, how many times this process took it)
+
+
+def holds_run(run_dir: Path) -> bool:
+    """True when `run_dir` has a run in it: checkpoints, metrics or TensorBoard events."""
+    ckpts = run_dir / "checkpoints"
+    return ((ckpts.is_dir() and any(ckpts.glob("*.pt"))) or (run_dir / "metrics.csv").exists()
+            or (run_dir / "tb").is_dir())
+
+
+def finished_step(run_dir: Path) -> int | None:
+    """The step a finished run ended at (it has `final.pt`); None for a run that is not finished."""
+    if not (run_dir / "checkpoints" / "final.pt").is_file():
+        return None
+    from rltrain import checkpoint
+
+    try:
+        counters = checkpoint.load(run_dir / "checkpoints" / "final.pt").get("counters", {})
+        return int(counters.get("global_step", 0))
+    except (UserError, TypeError, ValueError, AttributeError):
+        return 0
+
+
+def check_target(run_dir: Path, resume: str | None, total_timesteps: float | None) -> None:
+    """Refuse (one line) a run that would write into another run's folder.
+
+    A fresh run needs an empty folder; `resume=auto` never continues a finished run; an explicit
+    `resume=` of a finished run must raise `total_timesteps` beyond the step it ended at.
+    """
+    if not run_dir.is_dir():
+        return
+    done = finished_step(run_dir)
+    if done is not None and (resume in (None, "auto") or (total_timesteps or 0) <= done):
+        raise UserError(f"{run_dir} holds a finished run (final.pt at step {done:,}); train it "
+                        f"longer with `rltrain resume={run_dir} total_timesteps=<more than "
+                        f"{done}>`, or choose another hydra.run.dir")
+    if resume is None and holds_run(run_dir):
+        raise UserError(f"{run_dir} already holds a run; continue it with `rltrain "
+                        f"resume={run_dir}` or choose another hydra.run.dir")
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the lock of `run_dir` for the duration of the block (see the module docstring)."""
+    path = (run_dir / LOCK_NAME).absolute()
+    if path in _HELD:
+        fd, count = _HELD[path]
+        _HELD[path] = (fd, count + 1)
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _HELD[path] = (_acquire(path), 1)
+    try:
+        yield
+    finally:
+        fd, count = _HELD[path]
+        if count > 1:
+            _HELD[path] = (fd, count - 1)
+        else:
+            del _HELD[path]
+            _release(path, fd)
+
+
+def _acquire(path: Path) -> int:
+    """Open, flock and stamp the lock file; refuse when a live process holds it."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise UserError(f"{path.parent} is in use by a live run ({holder}); wait for it, "
+                            f"stop it with `touch {path.parent / 'STOP'}`, or choose another "
+                            f"hydra.run.dir") from None
+        except OSError as exc:  # a filesystem without locks: fall back to the stamp alone
+            log.warning("cannot lock %s (%s); two runs into this folder are not prevented",
+                        path, exc.strerror)
+        if _same_file(fd, path):  # not a file a releasing run unlinked after we opened it
+            break
+        os.close(fd)
+    previous = _read_holder(fd)
+    if previous != "holder unknown":
+        log.warning("taking over the lock of a run that ended without releasing it (%s)", previous)
+    stamp = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                        "since": time.strftime("%Y-%m-%d %H:%M:%S")})
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, stamp.encode(), 0)
+    return fd
+
+
+def _release(path: Path, fd: int) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+    os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+        return f"pid {info['pid']} on host {info['host']}, since {info['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "holder unknown"
