@@ -86,7 +86,7 @@ def require_named(env: Any, named: NamedCode, source: str) -> None:
     if named.env_id is not None and named.env_id != recorded_id:
         raise UserError(f"env.id={named.env_id} does not match {source}'s env.id={recorded_id}; "
                         f"give env.id={recorded_id} or leave env.id out")
-    extra = sorted(named.modules - set(needed))
+    extra = sorted(named.modules - set(needed) - BUILTIN_MODULES)
     if extra:
         uses = ", ".join(sorted(needed)) or "no module of yours"
         raise UserError(f"env.import={extra[0]}: {source}'s env does not use module {extra[0]!r} "
