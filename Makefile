@@ -35,7 +35,8 @@ test-all: install       ## everything, slow learning checks included
 bench: install          ## speed vs SB3 + RL-Zoo (seeds 0-2) and throughput, writes benchmarks/results/speed.{json,md}
 	$(BIN)/python benchmarks/speed.py $(ARGS)
 
-bench-quality: install  ## learning-quality benchmark (median over seeds), writes benchmarks/results/
+bench-quality: install  ## the `slow` learning tests (pytest -m slow), then benchmarks/quality.py: median final eval over seeds 0-2 per tuned task, to benchmarks/results/
+	$(BIN)/python -m pytest -m slow -q
 	$(BIN)/python benchmarks/quality.py $(ARGS)
 
 lint: install

@@ -136,7 +136,9 @@ class EvalClock:
     """Training clock with evaluation time taken out; decides when to evaluate and to stop."""
 
     def __init__(self, evaluate: Callable[[], float], threshold: float, eval_every: int,
-                 max_steps: int | None, budget: str, extra_evals: int) -> None:
+                 max_steps: int | None, budget: str, extra_evals: int,
+                 now: Callable[[], float] = time.perf_counter) -> None:
+        self.now = now  # the time source; tests pass a fake one instead of sleeping
         self.evaluate, self.threshold, self.eval_every = evaluate, threshold, eval_every
         self.max_steps, self.budget, self.extra_evals = max_steps, budget, extra_evals
         self.curve: list[tuple[int, float, float]] = []
@@ -148,17 +150,17 @@ class EvalClock:
         """Step count when `stop` was decided (SB3 takes one more env step before it stops)."""
 
     def begin(self) -> None:
-        self.start = time.perf_counter()
+        self.start = self.now()
 
     def train_seconds(self) -> float:
-        return time.perf_counter() - self.start - self.eval_seconds
+        return self.now() - self.start - self.eval_seconds
 
     def record(self, steps: int, seconds: float | None = None) -> None:
         """Run one evaluation now, off the clock, and add it to the curve."""
         seconds = self.train_seconds() if seconds is None else seconds
-        t0 = time.perf_counter()
+        t0 = self.now()
         mean_return = float(self.evaluate())
-        self.eval_seconds += time.perf_counter() - t0
+        self.eval_seconds += self.now() - t0
         self.curve.append((steps, seconds, mean_return))
         self.trained_since_eval = False
 

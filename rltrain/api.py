@@ -1,4 +1,5 @@
-"""Python entry point: `rltrain.train(overrides)` composes the config exactly as the CLI does."""
+"""Python entry point: `rltrain.train(overrides)` composes the config exactly as the CLI does
+(`rltrain.compose.compose_train_config`)."""
 
 from __future__ import annotations
 
@@ -19,22 +20,10 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     Returns the final evaluation result (`mean_reward`, `std_reward`, ...). `algo=` trains an
     algorithm built in Python instead of the one the config would build.
     """
-    from rltrain.config import register_configs, to_train_config
-    from rltrain.overrides import (
-        compose_checked,
-        env_choices,
-        env_import_overrides,
-        net_overrides,
-        preset_overrides,
-    )
+    from rltrain.compose import compose_train_config
     from rltrain.runner.runner import Runner
 
-    if isinstance(overrides, TrainConfig):
-        cfg = overrides
-    else:
-        overrides = preset_overrides(net_overrides(env_import_overrides(list(overrides or []))))
-        register_configs(env_choices(overrides))
-        cfg = to_train_config(compose_checked("config", overrides))
+    cfg = overrides if isinstance(overrides, TrainConfig) else compose_train_config(overrides)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
     return Runner(cfg, run_dir, algo=algo, callbacks=callbacks).run()

@@ -32,6 +32,7 @@ import torch
 
 from rltrain.errors import TrainingError, UserError
 from rltrain.legacy_numpy import NUMPY_SCALAR_GLOBALS
+from rltrain.run_dir import LATEST, PERIODIC_GLOB, RunDir
 from rltrain.runner.guards import HINT
 
 FORMAT_VERSION = 1
@@ -321,7 +322,7 @@ def resolve(path: str | os.PathLike) -> Path:
     """A checkpoint file, or a run directory's `checkpoints/latest.pt`."""
     p = Path(path).expanduser()
     if p.is_dir():
-        for candidate in (p / "checkpoints" / "latest.pt", p / "latest.pt"):
+        for candidate in (RunDir(p).latest, p / LATEST):  # a run folder or its checkpoints/
             if candidate.is_file():
                 return candidate
         raise UserError(f"no checkpoints/latest.pt under {p}: pass a .pt file or a run directory")
@@ -369,6 +370,6 @@ def _why(exc: BaseException) -> str:
 
 def prune(folder: Path, keep_last: int) -> None:
     """Delete all but the newest `keep_last` periodic `step_*.pt` checkpoints."""
-    periodic = sorted(folder.glob("step_*.pt"))
+    periodic = sorted(folder.glob(PERIODIC_GLOB))
     for old in periodic[: max(0, len(periodic) - keep_last)]:
         old.unlink(missing_ok=True)

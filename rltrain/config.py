@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from rltrain.algos.base import AlgoConfig, OffPolicyConfig  # noqa: F401  (moved; re-exported)
 from rltrain.checks import (
     check_device,
     check_fraction,
@@ -32,7 +33,7 @@ from rltrain.loggers.config import (  # noqa: F401
     WandbConfig,
     validate_logger,
 )
-from rltrain.nets.config import NetConfig, check_net
+from rltrain.nets.config import check_net
 
 # Short names for the environments that ship a YAML; the gymnasium id works as well.
 ENV_ALIASES: dict[str, str] = {
@@ -42,52 +43,6 @@ ENV_ALIASES: dict[str, str] = {
     "mountaincar": "MountainCar-v0",
     "mountaincar_continuous": "MountainCarContinuous-v0",
 }
-
-
-@dataclass
-class AlgoConfig:
-    """Fields every algorithm has; each algorithm file subclasses this with its own."""
-
-    name: str = MISSING
-    """Registry key of the algorithm (`ppo`, `sac`, ...); set by `conf/algo/<name>.yaml`."""
-    gamma: float = 0.99
-    """Discount factor, in [0, 1]."""
-    lr: float = 3e-4
-    """Learning rate of the optimizer(s) (> 0)."""
-    hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
-    """Hidden layer widths of every MLP the algorithm builds (unless `net.*` sets them)."""
-    activation: str = "tanh"
-    """Hidden activation: tanh, relu, elu, gelu or silu (unless `net.activation` is set)."""
-    net: NetConfig = field(default_factory=NetConfig)
-    """Network settings shared by every algorithm; `net.hidden=...` on the command line is
-    short for `algo.net.hidden=...` (see the `net.*` section)."""
-
-
-@dataclass
-class OffPolicyConfig(AlgoConfig):
-    """Fields of the off-policy loop shared by DQN, DDPG, TD3 and SAC."""
-
-    buffer_size: int = 1_000_000
-    """Replay capacity in transitions (preallocated on the training device)."""
-    learning_starts: int = 100
-    """Env steps of uniform random actions before learning starts."""
-    batch_size: int = 256
-    """Transitions per gradient step."""
-    train_freq: int = 1
-    """Train every this many vector-env steps."""
-    gradient_steps: int = 1
-    """Gradient steps each time training happens."""
-    tau: float = 0.005
-    """Polyak coefficient of the target networks (1.0 = hard copy)."""
-
-    def validate(self, cfg: Any) -> None:
-        """Cross-field checks shared by the off-policy algorithms."""
-        for name in ("buffer_size", "batch_size", "train_freq", "gradient_steps"):
-            if getattr(self, name) <= 0:
-                raise UserError(f"algo.{name}={getattr(self, name)} must be > 0")
-        if self.learning_starts < 0:
-            raise UserError(f"algo.learning_starts={self.learning_starts} must be >= 0")
-        check_fraction("algo.tau", self.tau, zero=False)
 
 
 @dataclass
@@ -146,6 +101,9 @@ class EvalConfig:
     """Use the policy's deterministic action (mean / argmax)."""
     num_envs: int = 5
     """Parallel environments used by evaluation."""
+    seed_offset: int = 10_000
+    """Evaluation envs are seeded with `seed + seed_offset`, apart from the training envs'
+    `seed + i` (>= 0)."""
 
 
 @dataclass
@@ -377,6 +335,8 @@ def _check_run(cfg: TrainConfig, here: bool) -> None:
     for name, value in {"eval.episodes": cfg.eval.episodes, "eval.num_envs": cfg.eval.num_envs}.items():
         if value <= 0:
             raise UserError(f"{name}={value} must be > 0")
+    if cfg.eval.seed_offset < 0:
+        raise UserError(f"eval.seed_offset={cfg.eval.seed_offset} must be >= 0")
     if cfg.progress not in _PROGRESS:
         raise UserError(f"progress={cfg.progress!r}: choose one of {', '.join(_PROGRESS)}")
     if cfg.checkpoint.keep_last < 0:

@@ -16,6 +16,7 @@ from rltrain import checkpoint
 from rltrain.envs.trust import NamedCode, require_named
 from rltrain.envs.vec_env import VecEnv
 from rltrain.errors import UserError
+from rltrain.run_dir import RunDir
 
 log = logging.getLogger("rltrain")
 
@@ -107,7 +108,7 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     if video:
         result["videos"] = [str(v.path) for v in videos]
     if write:
-        out = results_dir(path) / "results.json"
+        out = RunDir.of_checkpoint(path).eval_results
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2))
         result["results_path"] = str(out)
@@ -118,7 +119,7 @@ def _recording_env(cfg: Any, path: Path, device: str, budgets: list[int], sink: 
     """The eval env whose row i records its first `budgets[i]` episodes to `eval/videos/`."""
     from rltrain.video import clear_videos, make_recording_env
 
-    folder = results_dir(path) / "videos"
+    folder = RunDir.of_checkpoint(path).eval_videos
     clear_videos(folder)
     return make_recording_env(cfg.env, device, budgets, folder, sink)
 
@@ -164,10 +165,3 @@ def load_algo(algo: Any, state: dict[str, Any], path: Path) -> None:
     except (RuntimeError, KeyError, ValueError, TypeError, AttributeError, IndexError) as exc:
         first = str(exc).strip().splitlines()[0][:200]
         raise UserError(f"{path}: network weights do not match the stored config ({first})") from exc
-
-
-def results_dir(ckpt_path: Path) -> Path:
-    """`<run>/eval/` for `<run>/checkpoints/x.pt`, else an `eval/` folder beside the file."""
-    parent = ckpt_path.parent
-    run_dir = parent.parent if parent.name == "checkpoints" else parent
-    return run_dir / "eval"

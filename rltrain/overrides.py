@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from typing import TYPE_CHECKING
 
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
@@ -15,20 +16,29 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from rltrain.errors import UserError
-from rltrain.registry import closest
+from rltrain.text import closest
+
+if TYPE_CHECKING:
+    from rltrain.config import TrainConfig
 
 
-def check_overrides(overrides: list[str]) -> None:
-    """Compose `config` with `overrides` (first value of each sweep) and validate the result,
-    including that the packages of the chosen loggers are installed and that the env resolves."""
+def check_overrides(overrides: list[str]) -> TrainConfig:
+    """Compose `config` with `overrides` (first value of each sweep) and `check_composed` it.
+    Expects normalized overrides and registered env options (`rltrain.compose` does both)."""
+    return check_composed(compose_checked("config", first_of_sweeps(overrides)))
+
+
+def check_composed(cfg: DictConfig) -> TrainConfig:
+    """The validated `TrainConfig` of a composed config, once the packages of the chosen loggers
+    are known to be installed and the env to resolve (without building it)."""
     from rltrain.config import to_train_config
     from rltrain.envs.make import check_env
     from rltrain.loggers.base import check_backends
 
-    cfg = compose_checked("config", first_of_sweeps(overrides))
     train_cfg = to_train_config(cfg)
     check_backends(train_cfg.logger)
     check_env(train_cfg.env)  # imports what env.id / env.imports name: a bad one fails here
+    return train_cfg
 
 
 def first_of_sweeps(overrides: list[str]) -> list[str]:

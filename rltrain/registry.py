@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rltrain.algos import a2c, ddpg, dqn, ppo, sac, td3
 from rltrain.errors import UserError
+from rltrain.text import closest
 
 
 @dataclass(frozen=True)
@@ -31,14 +31,6 @@ ALGOS: dict[str, AlgoSpec] = {
 }
 
 
-def closest(name: str, options: list[str] | tuple[str, ...]) -> str:
-    """`did you mean ...?` text for a mistyped name, or the full list of options."""
-    near = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
-    if near:
-        return "did you mean " + " or ".join(near) + "?"
-    return "choose one of " + ", ".join(sorted(options))
-
-
 def get_algo_spec(name: str) -> AlgoSpec:
     """Look up an algorithm by registry key, with a helpful error for unknown names."""
     if name not in ALGOS:
@@ -56,3 +48,8 @@ def check_action_space(algo: str, action_kind: str, env_id: str) -> None:
             f"algo={algo} cannot handle {env_id}'s {space} action space; "
             f"algorithms that fit: {', '.join(fits)}"
         )
+
+
+# LOGGERS (name -> LoggerSpec) is spelled in rltrain/loggers/specs.py, next to `build_loggers`
+# that reads it: code under rltrain/loggers must not import this module. One table, re-exported.
+from rltrain.loggers.specs import LOGGERS, LoggerSpec  # noqa: E402,F401

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf, read_write
 
 from rltrain.config import TrainConfig
 from rltrain.errors import UserError
+from rltrain.run_dir import RunDir
 
 log = logging.getLogger("rltrain")
 
@@ -190,17 +191,17 @@ def run_seeds(cfg: TrainConfig, run_dir: Path) -> float:
 
     means = []
     for seed in trial_seeds(cfg):
-        sub = run_dir / f"seed_{seed}"
-        write_seed_record(run_dir, sub, seed)
-        with _log_to(sub / "train.log"):
-            runner = Runner(dataclasses.replace(cfg, seed=seed, seeds_per_trial=1), sub)
+        sub = RunDir(run_dir).seed(seed)
+        write_seed_record(run_dir, sub.root, seed)
+        with _log_to(sub.train_log):
+            runner = Runner(dataclasses.replace(cfg, seed=seed, seeds_per_trial=1), sub.root)
             result = runner.run()
         if runner.stopper.signum is not None:  # preempted: tell the scheduler, as cli does
             raise SystemExit(128 + runner.stopper.signum)
         means.append(float(result["mean_reward"]))
     mean = sum(means) / len(means)
     summary = {"seeds": trial_seeds(cfg), "mean_rewards": means, "mean_reward": mean}
-    (run_dir / "seeds.json").write_text(json.dumps(summary, indent=2) + "\n")
+    RunDir(run_dir).seeds_summary.write_text(json.dumps(summary, indent=2) + "\n")
     log.info("trial mean over %d seeds: %.2f (%s)", len(means), mean,
              ", ".join(f"{m:.2f}" for m in means))
     return mean
@@ -222,17 +223,16 @@ def _log_to(path: Path) -> Iterator[None]:
 
 def write_seed_record(run_dir: Path, sub: Path, seed: int) -> None:
     """Give a seed's folder its own `.hydra/` (config and overrides with that seed)."""
-    src = run_dir / ".hydra"
-    if not (src / "config.yaml").is_file():
+    src, dst = RunDir(run_dir), RunDir(sub)
+    if not src.hydra_config.is_file():
         return
-    dst = sub / ".hydra"
-    dst.mkdir(parents=True, exist_ok=True)
-    config = OmegaConf.load(src / "config.yaml")
+    dst.hydra.mkdir(parents=True, exist_ok=True)
+    config = OmegaConf.load(src.hydra_config)
     config.seed, config.seeds_per_trial = seed, 1
-    OmegaConf.save(config, dst / "config.yaml")
-    overrides = OmegaConf.load(src / "overrides.yaml") if (src / "overrides.yaml").is_file() else []
+    OmegaConf.save(config, dst.hydra_config)
+    overrides = OmegaConf.load(src.hydra_overrides) if src.hydra_overrides.is_file() else []
     kept = [o for o in overrides if o.lstrip("+~").partition("=")[0]
             not in ("seed", "seeds_per_trial")]
-    OmegaConf.save(OmegaConf.create([*kept, f"seed={seed}"]), dst / "overrides.yaml")
-    if (src / "hydra.yaml").is_file():
-        (dst / "hydra.yaml").write_bytes((src / "hydra.yaml").read_bytes())
+    OmegaConf.save(OmegaConf.create([*kept, f"seed={seed}"]), dst.hydra_overrides)
+    if (src.hydra / "hydra.yaml").is_file():  # Hydra's own settings, copied as they are
+        (dst.hydra / "hydra.yaml").write_bytes((src.hydra / "hydra.yaml").read_bytes())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,17 @@ from rltrain.errors import UserError  # noqa: E402
 
 
 def scripted_clock(returns: list[float], **kwargs) -> sb3_side.EvalClock:
-    """An `EvalClock` whose evaluations return `returns` in order and take 20 ms each."""
-    it = iter(returns)
+    """An `EvalClock` whose evaluations return `returns` in order and take 20 ms each of a fake
+    clock that only evaluations advance (training takes no time), so the asserts are exact."""
+    it, now = iter(returns), [0.0]
 
     def evaluate() -> float:
-        time.sleep(0.02)
+        now[0] += 0.02
         return next(it)
 
     defaults = {"threshold": 0.0, "eval_every": 100, "max_steps": None, "budget": "full",
                 "extra_evals": 2}
-    return sb3_side.EvalClock(evaluate, **{**defaults, **kwargs})
+    return sb3_side.EvalClock(evaluate, **{**defaults, **kwargs}, now=lambda: now[0])
 
 
 def test_clock_evaluates_once_per_crossed_multiple_and_excludes_eval_time():
@@ -36,8 +36,8 @@ def test_clock_evaluates_once_per_crossed_multiple_and_excludes_eval_time():
         clock.iteration_end(steps)
     assert [s for s, _, _ in clock.curve] == [128, 256, 448]
     assert [r for _, _, r in clock.curve] == [-3.0, -2.0, -1.0]
-    assert clock.eval_seconds >= 0.06
-    assert clock.train_seconds() < 0.05  # the three 20 ms evaluations are off the clock
+    assert clock.eval_seconds == pytest.approx(0.06)
+    assert clock.train_seconds() == pytest.approx(0.0)  # the three evaluations are off the clock
     assert not clock.stop
 
 

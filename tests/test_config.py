@@ -10,6 +10,7 @@ import torch
 from omegaconf import OmegaConf
 
 from rltrain.algos.ppo import PPOConfig
+from rltrain.compose import compose_train_config, normalize_overrides, train_config_of
 from rltrain.config import (
     AlgoConfig,
     EvalRunConfig,
@@ -28,7 +29,7 @@ def compose(*overrides: str):
 
 
 def train_config(*overrides: str) -> TrainConfig:
-    return to_train_config(compose(*overrides))
+    return compose_train_config(list(overrides))
 
 
 def user_error(*overrides: str) -> str:
@@ -84,15 +85,13 @@ def test_user_override_wins_over_the_tuned_preset():
 
 @pytest.mark.parametrize("extra", [[], ["env=cartpole"]])
 def test_env_id_on_the_command_line_drops_the_preset_of_the_env_group(extra):
-    from rltrain.overrides import preset_overrides
-
-    argv = preset_overrides([*extra, "env.id=Acrobot-v1"])
+    argv = normalize_overrides([*extra, "env.id=Acrobot-v1"])
     assert argv[-1] == "~tuned"
     cfg = train_config(*argv)
     assert (cfg.env.id, cfg.preset, cfg.env.num_envs, cfg.algo.gamma) == (
         "Acrobot-v1", None, 8, 0.99)
     explicit = ["env.id=Acrobot-v1", "tuned=ppo_cartpole"]  # asked for by name: kept
-    assert preset_overrides(explicit) == explicit
+    assert normalize_overrides(explicit) == explicit
 
 
 def test_generic_gymnasium_id_composes_with_its_id_and_schema_defaults():
@@ -292,3 +291,67 @@ def test_sweep_overrides_are_checked_with_their_first_value():
     check_overrides(["seed=0,1", "env=CartPole-v1,Pendulum-v1"])
     with pytest.raises(UserError, match="algo.lrr"):
         check_overrides(["seed=0,1", "algo.lrr=1,2"])
+
+
+# ---- one way in: compose_train_config, validated once per run ------------------------------
+
+def test_compose_train_config_spells_the_short_forms_and_is_idempotent():
+    argv = ["net.hidden=[32]", "env.import=gymnasium.envs", "env.id=Acrobot-v1"]
+    normalized = normalize_overrides(argv)
+    assert normalized == ["algo.net.hidden=[32]", "env.imports=[gymnasium.envs]",
+                          "env.id=Acrobot-v1", "~tuned"]
+    assert normalize_overrides(normalized) == normalized
+    cfg = compose_train_config(argv)
+    assert (cfg.algo.net.hidden, cfg.env.imports, cfg.env.id, cfg.preset) == (
+        [32], ["gymnasium.envs"], "Acrobot-v1", None)
+    assert compose_train_config(normalized, normalized=True) == cfg
+
+
+@pytest.fixture()
+def counted(monkeypatch) -> dict[str, int]:
+    """Calls of the config validation and of the env check, counted."""
+    import rltrain.config
+    import rltrain.envs.make
+
+    calls = {"validate": 0, "check_env": 0}
+
+    def counter(name: str, orig):
+        def counting(*args, **kwargs):
+            calls[name] += 1
+            return orig(*args, **kwargs)
+        return counting
+
+    for module, name in ((rltrain.config, "validate"), (rltrain.envs.make, "check_env")):
+        monkeypatch.setattr(module, name, counter(name, getattr(module, name)))
+    return calls
+
+
+def test_a_single_cli_run_validates_and_checks_its_env_once(counted, tmp_path, monkeypatch):
+    import sys
+
+    from rltrain import cli
+
+    built: list[TrainConfig] = []
+
+    class FakeRunner:  # the config's journey ends where the Runner starts
+        def __init__(self, cfg, run_dir, resume_from=None):
+            built.append(cfg)
+
+        def run(self):
+            return {"mean_reward": 0.0}
+
+    monkeypatch.setattr("rltrain.runner.runner.Runner", FakeRunner)
+    argv = ["env=CartPole-v1", "net.hidden=[16]", "logger=none", f"hydra.run.dir={tmp_path}"]
+    monkeypatch.setattr(sys, "argv", ["rltrain", *argv])
+    cli.main()
+    assert counted == {"validate": 1, "check_env": 1}  # before: validate 2 (pre-check + job)
+    assert built == [train_config("env=CartPole-v1", "net.hidden=[16]", "logger=none")]
+
+
+def test_a_job_composing_other_values_validates_its_own_config(counted):
+    checked = compose_train_config(["seed=0,1", "env=CartPole-v1"])
+    assert (checked.seed, counted["validate"]) == (0, 1)
+    same = train_config_of(compose("seed=0", "env=CartPole-v1"))  # a single run: reused
+    assert same == checked and same is not checked and counted["validate"] == 1
+    other = train_config_of(compose("seed=1", "env=CartPole-v1"))  # the second job of a sweep
+    assert other.seed == 1 and counted["validate"] == 2

@@ -13,7 +13,8 @@ from rltrain.algos.ppo import PPO
 from rltrain.config import EnvConfig, config_to_dict
 from rltrain.envs.make import make_env
 from rltrain.errors import UserError
-from rltrain.evaluate import eval_metrics, evaluate, results_dir, run_episodes
+from rltrain.evaluate import eval_metrics, evaluate, run_episodes
+from rltrain.run_dir import RunDir
 
 
 class EndAtThree:
@@ -63,8 +64,8 @@ def test_eval_metrics_are_the_eval_namespace_of_the_result():
 
 
 def test_results_go_to_the_run_eval_folder():
-    assert results_dir(Path("/r/run/checkpoints/latest.pt")) == Path("/r/run/eval")
-    assert results_dir(Path("/r/elsewhere/model.pt")) == Path("/r/elsewhere/eval")
+    assert RunDir.of_checkpoint("/r/run/checkpoints/latest.pt").eval == Path("/r/run/eval")
+    assert RunDir.of_checkpoint("/r/elsewhere/model.pt").eval == Path("/r/elsewhere/eval")
 
 
 def save_ppo_checkpoint(cfg, run_dir: Path, name: str = "latest.pt") -> Path:

@@ -7,9 +7,9 @@ from importlib import resources
 import pytest
 
 from rltrain import registry
-from rltrain.config import AlgoConfig
+from rltrain.algos.base import AlgoConfig
 from rltrain.errors import UserError
-from rltrain.registry import ALGOS, AlgoSpec, check_action_space, closest, get_algo_spec
+from rltrain.registry import ALGOS, AlgoSpec, check_action_space, get_algo_spec
 
 
 def test_known_algo_returns_its_spec():
@@ -23,11 +23,6 @@ def test_unknown_algo_name_is_a_user_error_with_the_options():
         get_algo_spec("ppo2")
     with pytest.raises(UserError, match=r"unknown algo 'xyz': choose one of .*ppo"):
         get_algo_spec("xyz")
-
-
-def test_closest_suggests_near_names_or_lists_all_options():
-    assert closest("cartpol", ["cartpole", "pendulum"]) == "did you mean cartpole?"
-    assert closest("zzz", ["b", "a"]) == "choose one of a, b"
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))

@@ -17,7 +17,7 @@ import yaml
 
 from rltrain.errors import UserError
 from rltrain.report.cli import report_main, write_report
-from rltrain.report.plot import RUN_CURVE, distinct_labels, write_run_curve
+from rltrain.report.plot import distinct_labels, write_run_curve
 from rltrain.report.runs import find_runs, load_run, read_tensorboard
 from rltrain.report.stats import bootstrap_ci, common_grid, iqm, mean_curve
 
@@ -155,7 +155,7 @@ def test_tensorboard_events_are_read_when_there_is_no_csv(tmp_path):
 def test_each_run_gets_its_own_learning_curve_png(tmp_path):
     run = make_run(tmp_path / "run", ["algo=ppo"], [1.0, 2.0, 3.0])
     path = write_run_curve(run)
-    assert path == run / RUN_CURVE
+    assert path == run / "learning_curve.png"
     assert png_size(path)[0] >= 400 and path.stat().st_size > 10_000
 
 

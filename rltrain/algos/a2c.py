@@ -8,10 +8,16 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import adam, explained_variance, grad_norm_step, set_lr
-from rltrain.algos.ppo import ActorCritic
-from rltrain.checks import check_finite, check_fraction, check_non_negative
-from rltrain.config import AlgoConfig
+from rltrain.algos.base import (
+    OnPolicyConfig,
+    adam,
+    explained_variance,
+    grad_norm_step,
+    make_actor_critic,
+    on_policy_lr,
+    set_lr,
+)
+from rltrain.checks import check_fraction, check_non_negative
 from rltrain.errors import UserError
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
 
@@ -19,7 +25,7 @@ OPTIMIZERS = ("rmsprop", "adam")
 
 
 @dataclass
-class A2CConfig(AlgoConfig):
+class A2CConfig(OnPolicyConfig):
     """A2C hyperparameters (names and defaults follow Stable-Baselines3)."""
 
     name: str = "a2c"
@@ -43,25 +49,16 @@ class A2CConfig(AlgoConfig):
     """Epsilon of the optimizer's denominator."""
     rmsprop_alpha: float = 0.99
     """Smoothing constant of RMSprop's squared-gradient average (ignored by adam)."""
-    anneal_lr: bool = False
-    """Decay the learning rate linearly to 0 over the run."""
-    log_std_init: float = 0.0
-    """Initial log standard deviation of the Gaussian policy (Box actions)."""
-    ortho_init: bool = True
-    """Orthogonal initialization of the networks (`net.ortho_init`, when set, wins)."""
 
     def validate(self, cfg: Any) -> None:
         """Cross-field checks against the run config."""
         if self.optimizer not in OPTIMIZERS:
             raise UserError(
                 f"algo.optimizer={self.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
-        if self.n_steps <= 0:
-            raise UserError(f"algo.n_steps={self.n_steps} must be > 0")
-        check_fraction("algo.gae_lambda", self.gae_lambda)
+        super().validate(cfg)
         check_fraction("algo.rmsprop_alpha", self.rmsprop_alpha)
         for name in ("ent_coef", "vf_coef", "max_grad_norm", "optimizer_eps"):
             check_non_negative(f"algo.{name}", getattr(self, name))
-        check_finite("algo.log_std_init", self.log_std_init)
 
 
 def make_optimizer(cfg: A2CConfig, params: list[torch.Tensor]) -> torch.optim.Optimizer:
@@ -75,11 +72,11 @@ def make_optimizer(cfg: A2CConfig, params: list[torch.Tensor]) -> torch.optim.Op
 
 
 class A2C:
-    """A2C: owns PPO's actor-critic network and one optimizer; `update` takes a `RolloutBatch`."""
+    """A2C: owns the shared actor-critic network and one optimizer; `update` takes a `RolloutBatch`."""
 
     def __init__(self, cfg: A2CConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
-        self.policy = ActorCritic(spec, cfg).to(self.device)  # type: ignore[arg-type]
+        self.policy = make_actor_critic(cfg, spec).to(self.device)
         self._params = list(self.policy.parameters())
         self.optimizer = make_optimizer(cfg, self._params)
 
@@ -98,7 +95,7 @@ class A2C:
     def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> Metrics:
         """One gradient step on the whole rollout: −E[A log π] + c_v (R − V)² − c_e H."""
         cfg = self.cfg
-        lr = cfg.lr * progress_remaining if cfg.anneal_lr else cfg.lr
+        lr = on_policy_lr(cfg, progress_remaining)
         set_lr(self.optimizer, lr)
         adv = batch.advantages
         if cfg.normalize_advantage and adv.numel() > 1:

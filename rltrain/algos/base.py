@@ -1,14 +1,102 @@
-"""The two algorithm protocols and small functions the algorithms share."""
+"""What the algorithms share: the config bases, the two protocols, the learning-rate schedule
+and small functions (optimizers, target updates, TD targets).
+
+No algorithm file imports another, or `rltrain.config`: shared pieces live here and in `nets/`.
+"""
 
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
+from omegaconf import MISSING
 from torch import nn
 
-from rltrain.types import Metrics, RolloutBatch, TransitionBatch
+from rltrain.checks import check_finite, check_fraction, check_positive
+from rltrain.errors import UserError
+from rltrain.nets.actor_critic import ActorCritic
+from rltrain.nets.config import NetConfig
+from rltrain.nets.spec import resolve_nets
+from rltrain.types import EnvSpec, Metrics, RolloutBatch, TransitionBatch
+
+
+@dataclass
+class AlgoConfig:
+    """Fields every algorithm has; each algorithm file subclasses this with its own."""
+
+    name: str = MISSING
+    """Registry key of the algorithm (`ppo`, `sac`, ...); set by `conf/algo/<name>.yaml`."""
+    gamma: float = 0.99
+    """Discount factor, in [0, 1]."""
+    lr: float = 3e-4
+    """Learning rate of the optimizer(s) (> 0)."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
+    """Hidden layer widths of every MLP the algorithm builds (unless `net.*` sets them)."""
+    activation: str = "tanh"
+    """Hidden activation: tanh, relu, elu, gelu or silu (unless `net.activation` is set)."""
+    net: NetConfig = field(default_factory=NetConfig)
+    """Network settings shared by every algorithm; `net.hidden=...` on the command line is
+    short for `algo.net.hidden=...` (see the `net.*` section)."""
+
+
+@dataclass
+class OnPolicyConfig(AlgoConfig):
+    """Fields of the on-policy loop and actor-critic shared by PPO and A2C."""
+
+    n_steps: int = 2048
+    """Steps per env per rollout; the batch is n_steps * env.num_envs."""
+    gae_lambda: float = 0.95
+    """GAE λ (1.0 gives Monte-Carlo advantages, 0.0 one-step TD)."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over the run."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (Box actions)."""
+    log_std_min: float = -20.0
+    """Lower clamp of the Gaussian policy's log standard deviation (Box actions)."""
+    log_std_max: float = 2.0
+    """Upper clamp of the Gaussian policy's log standard deviation (Box actions)."""
+    ortho_init: bool = True
+    """Orthogonal initialization of the networks (`net.ortho_init`, when set, wins)."""
+
+    def validate(self, cfg: Any) -> None:
+        """Checks shared by the on-policy algorithms."""
+        if self.n_steps <= 0:
+            raise UserError(f"algo.n_steps={self.n_steps} must be > 0")
+        check_fraction("algo.gae_lambda", self.gae_lambda)
+        for name in ("log_std_init", "log_std_min", "log_std_max"):
+            check_finite(f"algo.{name}", getattr(self, name))
+        if self.log_std_min >= self.log_std_max:
+            raise UserError(f"algo.log_std_min={self.log_std_min} must be < "
+                            f"algo.log_std_max={self.log_std_max}")
+
+
+@dataclass
+class OffPolicyConfig(AlgoConfig):
+    """Fields of the off-policy loop shared by DQN, DDPG, TD3 and SAC."""
+
+    buffer_size: int = 1_000_000
+    """Replay capacity in transitions (preallocated on the training device)."""
+    learning_starts: int = 100
+    """Env steps of uniform random actions before learning starts."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    train_freq: int = 1
+    """Train every this many vector-env steps."""
+    gradient_steps: int = 1
+    """Gradient steps each time training happens."""
+    tau: float = 0.005
+    """Polyak coefficient of the target networks (1.0 = hard copy)."""
+
+    def validate(self, cfg: Any) -> None:
+        """Cross-field checks shared by the off-policy algorithms."""
+        for name in ("buffer_size", "batch_size", "train_freq", "gradient_steps"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"algo.{name}={getattr(self, name)} must be > 0")
+        if self.learning_starts < 0:
+            raise UserError(f"algo.learning_starts={self.learning_starts} must be >= 0")
+        check_fraction("algo.tau", self.tau, zero=False)
 
 
 class Policy(Protocol):
@@ -49,6 +137,12 @@ class OffPolicyAlgorithm(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
+def make_actor_critic(cfg: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
+    """PPO/A2C's network: `net.*` settings, `ortho_init` and the Gaussian log-std init and bounds."""
+    nets = resolve_nets(cfg, spec, ortho=cfg.ortho_init)
+    return ActorCritic(spec, nets, cfg.log_std_init, (cfg.log_std_min, cfg.log_std_max))
+
+
 def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     """1 − Var[target − pred] / Var[target]; nan when the target has no variance."""
     var = target.var()
@@ -68,6 +162,33 @@ def adam(params: Any, lr: float, eps: float = 1e-8) -> torch.optim.Adam:
         return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
     except (RuntimeError, TypeError, ValueError):  # older torch, or a device without a fused kernel
         return torch.optim.Adam(params, lr=lr, eps=eps)
+
+
+def check_lrs(cfg: Any, names: tuple[str, ...]) -> None:
+    """Raise `UserError` unless every learning rate named (when set) is a finite number > 0."""
+    for name in names:
+        check_positive(f"algo.{name}", getattr(cfg, name))
+
+
+def pick_lr(lr: float | None, cfg: Any) -> float:
+    """`lr` when set, else the algorithm's shared `cfg.lr`."""
+    return cfg.lr if lr is None else lr
+
+
+def scheduled_lr(lr: float, lr_final: float, remaining: float) -> float:
+    """The one learning-rate schedule: linear from `lr` (remaining 1) to `lr_final` (remaining 0).
+
+    `remaining` (clamped to [0, 1]) is the fraction of the schedule still to go: of the run for
+    PPO/A2C's `anneal_lr` (to 0), of `lr_decay_steps` for DQN (to `lr_final`). Written as
+    `lr_final + remaining · (lr − lr_final)` so that annealing to 0 is exactly `lr · remaining`.
+    """
+    remaining = min(1.0, max(0.0, remaining))
+    return lr_final + remaining * (lr - lr_final)
+
+
+def on_policy_lr(cfg: OnPolicyConfig, progress_remaining: float) -> float:
+    """PPO/A2C's learning rate: `cfg.lr`, annealed to 0 over the run when `cfg.anneal_lr`."""
+    return scheduled_lr(cfg.lr, 0.0, progress_remaining) if cfg.anneal_lr else cfg.lr
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -8,9 +8,8 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import adam, polyak_update, td_target
-from rltrain.checks import check_non_negative, check_positive
-from rltrain.config import OffPolicyConfig
+from rltrain.algos.base import OffPolicyConfig, adam, check_lrs, pick_lr, polyak_update, td_target
+from rltrain.checks import check_non_negative
 from rltrain.nets.continuous import DeterministicActor, QEnsemble, add_gaussian_noise
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
@@ -39,17 +38,6 @@ class DDPGConfig(OffPolicyConfig):
         super().validate(cfg)
         check_lrs(self, ("lr", "actor_lr", "critic_lr"))
         check_non_negative("algo.action_noise", self.action_noise)
-
-
-def check_lrs(cfg: Any, names: tuple[str, ...]) -> None:
-    """Raise `UserError` unless every learning rate named (when set) is a finite number > 0."""
-    for name in names:
-        check_positive(f"algo.{name}", getattr(cfg, name))
-
-
-def pick_lr(lr: float | None, cfg: Any) -> float:
-    """`lr` when set, else the algorithm's shared `cfg.lr`."""
-    return cfg.lr if lr is None else lr
 
 
 class DDPG:

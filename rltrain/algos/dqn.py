@@ -10,9 +10,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rltrain.algos.base import adam, grad_norm_step, polyak_update, set_lr, td_target
+from rltrain.algos.base import (
+    OffPolicyConfig,
+    adam,
+    grad_norm_step,
+    polyak_update,
+    scheduled_lr,
+    set_lr,
+    td_target,
+)
 from rltrain.checks import check_fraction, check_non_negative
-from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.q import QNetwork
 from rltrain.nets.spec import resolve_nets
@@ -133,7 +140,7 @@ class DQN:
         c = self.cfg
         if c.lr_decay_steps <= 0:
             return c.lr
-        return linear_schedule(global_step, c.lr, c.lr_final, c.lr_decay_steps)
+        return scheduled_lr(c.lr, c.lr_final, 1.0 - global_step / c.lr_decay_steps)
 
     def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
         """One Huber-loss gradient step on `batch`, then the target update when due."""

@@ -6,32 +6,30 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
-from rltrain.algos.base import adam, explained_variance, grad_norm_step, set_lr
-from rltrain.checks import check_finite, check_fraction, check_non_negative, check_positive
-from rltrain.config import AlgoConfig
+from rltrain.algos.base import (
+    OnPolicyConfig,
+    adam,
+    explained_variance,
+    grad_norm_step,
+    make_actor_critic,
+    on_policy_lr,
+    set_lr,
+)
+from rltrain.checks import check_non_negative, check_positive
 from rltrain.errors import UserError
-from rltrain.nets.encoder import encode, make_encoder
-from rltrain.nets.heads import CategoricalHead, GaussianHead
-from rltrain.nets.mlp import mlp
-from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
 
 
 @dataclass
-class PPOConfig(AlgoConfig):
+class PPOConfig(OnPolicyConfig):
     """PPO hyperparameters (names follow Stable-Baselines3)."""
 
     name: str = "ppo"
-    n_steps: int = 2048
-    """Steps per env per rollout; the batch is n_steps * env.num_envs."""
     batch_size: int = 64
     """Minibatch size; must divide n_steps * env.num_envs."""
     n_epochs: int = 10
     """Passes over the rollout per update."""
-    gae_lambda: float = 0.95
-    """GAE λ (1.0 gives Monte-Carlo advantages, 0.0 one-step TD)."""
     clip_range: float = 0.2
     """Clip ε of the surrogate ratio."""
     clip_range_vf: float | None = None
@@ -46,62 +44,23 @@ class PPOConfig(AlgoConfig):
     """Normalize advantages per minibatch."""
     target_kl: float | None = None
     """Stop the epochs early when the approximate KL exceeds 1.5 × this (None: never)."""
-    anneal_lr: bool = False
-    """Decay the learning rate linearly to 0 over the run."""
-    log_std_init: float = 0.0
-    """Initial log standard deviation of the Gaussian policy (Box actions)."""
-    ortho_init: bool = True
-    """Orthogonal initialization of the networks (`net.ortho_init`, when set, wins)."""
+    adam_eps: float = 1e-5
+    """Epsilon of Adam's denominator (1e-5 as in the PPO reference code; torch's default is 1e-8)."""
 
     def validate(self, cfg: Any) -> None:
         """Cross-field checks against the run config."""
+        super().validate(cfg)
         batch = self.n_steps * cfg.env.num_envs
-        if self.n_steps <= 0 or self.batch_size <= 0 or self.n_epochs <= 0:
-            raise UserError("algo.n_steps, algo.batch_size and algo.n_epochs must be > 0")
+        if self.batch_size <= 0 or self.n_epochs <= 0:
+            raise UserError("algo.batch_size and algo.n_epochs must be > 0")
         if batch % self.batch_size != 0:
             raise UserError(
                 f"algo.batch_size={self.batch_size} does not divide the rollout batch "
                 f"algo.n_steps * env.num_envs = {batch}; pick a divisor of {batch}")
-        check_fraction("algo.gae_lambda", self.gae_lambda)
         for name in ("clip_range", "clip_range_vf", "target_kl"):  # the last two: None or > 0
             check_positive(f"algo.{name}", getattr(self, name))
-        for name in ("ent_coef", "vf_coef", "max_grad_norm"):
+        for name in ("ent_coef", "vf_coef", "max_grad_norm", "adam_eps"):
             check_non_negative(f"algo.{name}", getattr(self, name))
-        check_finite("algo.log_std_init", self.log_std_init)
-
-
-class ActorCritic(nn.Module):
-    """Separate actor and critic networks (each with its own encoder, see `nets/encoder.py`)
-    with a categorical or Gaussian action head."""
-
-    def __init__(self, spec: EnvSpec, cfg: PPOConfig):
-        super().__init__()
-        actor, critic = resolve_nets(cfg, spec, ortho=cfg.ortho_init)
-        self.actor_encoder, features = make_encoder(actor)
-        last = actor.hidden[-1] if actor.hidden else features
-        self.actor_body = mlp(features, actor.hidden, None, actor.activation, ortho=actor.ortho,
-                              layer_norm=actor.layer_norm)
-        if spec.action_kind == "discrete":
-            self.head: nn.Module = CategoricalHead(last, spec.action_dim)
-        else:
-            self.head = GaussianHead(last, spec.action_dim, cfg.log_std_init)
-        self.critic_encoder, features = make_encoder(critic)
-        self.critic = mlp(features, critic.hidden, 1, critic.activation, out_gain=1.0,
-                          ortho=critic.ortho, layer_norm=critic.layer_norm)
-
-    def dist(self, obs: torch.Tensor):
-        """The action distribution at `obs` [B, *obs_shape]."""
-        return self.head(self.actor_body(encode(self.actor_encoder, obs)))
-
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """V(obs) as a [B] tensor."""
-        return self.critic(encode(self.critic_encoder, obs)).squeeze(-1)
-
-    @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        """Action for evaluation and export."""
-        dist = self.dist(obs)
-        return self.head.mode(dist) if deterministic else dist.sample()
 
 
 class PPO:
@@ -109,8 +68,8 @@ class PPO:
 
     def __init__(self, cfg: PPOConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
-        self.policy = ActorCritic(spec, cfg).to(self.device)
-        self.optimizer = adam(self.policy.parameters(), cfg.lr, eps=1e-5)
+        self.policy = make_actor_critic(cfg, spec).to(self.device)
+        self.optimizer = adam(self.policy.parameters(), cfg.lr, eps=cfg.adam_eps)
         self._params = list(self.policy.parameters())
 
     @torch.no_grad()
@@ -128,7 +87,7 @@ class PPO:
     def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> Metrics:
         """Minibatch epochs over one rollout; returns averaged `train/*` metrics."""
         cfg = self.cfg
-        lr = cfg.lr * progress_remaining if cfg.anneal_lr else cfg.lr
+        lr = on_policy_lr(cfg, progress_remaining)
         set_lr(self.optimizer, lr)
         size = batch.obs.shape[0]
         rows: list[torch.Tensor] = []

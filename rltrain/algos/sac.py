@@ -9,10 +9,16 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import adam, polyak_update, td_target, twin_critic_step
-from rltrain.algos.ddpg import check_lrs, pick_lr
+from rltrain.algos.base import (
+    OffPolicyConfig,
+    adam,
+    check_lrs,
+    pick_lr,
+    polyak_update,
+    td_target,
+    twin_critic_step,
+)
 from rltrain.checks import check_finite, check_positive
-from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
 from rltrain.nets.spec import resolve_nets

@@ -8,10 +8,16 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import adam, polyak_update, td_target, twin_critic_step
-from rltrain.algos.ddpg import check_lrs, pick_lr
+from rltrain.algos.base import (
+    OffPolicyConfig,
+    adam,
+    check_lrs,
+    pick_lr,
+    polyak_update,
+    td_target,
+    twin_critic_step,
+)
 from rltrain.checks import check_non_negative
-from rltrain.config import OffPolicyConfig
 from rltrain.errors import UserError
 from rltrain.nets.continuous import DeterministicActor, TwinQ, add_gaussian_noise
 from rltrain.nets.spec import resolve_nets

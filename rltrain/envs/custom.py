@@ -31,7 +31,7 @@ from typing import Any
 import gymnasium as gym
 
 from rltrain.errors import UserError
-from rltrain.registry import closest
+from rltrain.text import closest
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from typing import Any
 
 from rltrain.errors import UserError
 
-
 BUILTIN_MODULES = frozenset({"rltrain.envs.pixels"})
 """rltrain's own env modules (`env=pixel_cartpole`): part of the program, never user code."""
 

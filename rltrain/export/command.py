@@ -15,6 +15,7 @@ from rltrain.errors import UserError
 from rltrain.export import formats
 from rltrain.export.check import compare_actions, sample_observations
 from rltrain.export.module import ExportedPolicy, find_layer, torch_actions
+from rltrain.run_dir import RunDir
 
 
 def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = None,
@@ -29,13 +30,12 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
     """
     from rltrain.envs.make import make_env
     from rltrain.evaluate import build_agent, load_checkpoint
-    from rltrain.runner.resume import run_dir_of
 
     formats.check_format(fmt)  # a missing extra fails before anything is loaded
     if check_samples <= 0:
         raise UserError(f"check_samples={check_samples} must be > 0")
     path, payload, cfg = load_checkpoint(ckpt, "cpu", named)
-    target = Path(out) if out else run_dir_of(path) / "export" / formats.FORMATS[fmt]
+    target = Path(out) if out else RunDir.of_checkpoint(path).export / formats.FORMATS[fmt]
     # a native torch twin (env.backend=torch) has gymnasium's dynamics and spaces: export
     # against the gymnasium env, whose spaces give the observation and action bounds
     env = make_env(dataclasses.replace(cfg.env, vectorization="sync", backend="gymnasium"), "cpu",

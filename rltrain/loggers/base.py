@@ -1,27 +1,18 @@
-"""The `Logger` protocol, a fan-out to several loggers, and building them from the config."""
+"""A fan-out to several loggers, and building the loggers a config enables (from `LOGGERS`)."""
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
-from rltrain.config import LoggerConfig
-from rltrain.errors import UserError
+from rltrain.loggers.backend import Logger, missing_backend
+from rltrain.loggers.config import LoggerConfig
+from rltrain.loggers.specs import LOGGERS, LoggerSpec
+from rltrain.run_dir import RunDir
 from rltrain.types import Metrics
 
-# logger option -> (module it imports, pip extra that installs it)
-BACKENDS: dict[str, tuple[str, str]] = {"wandb": ("wandb", "wandb"), "swanlab": ("swanlab", "swanlab")}
-
-
-class Logger(Protocol):
-    """Receives flat `{name: float}` metrics at an env step."""
-
-    def log(self, metrics: Metrics, step: int) -> None: ...
-
-    def close(self) -> None: ...
+__all__ = ["Logger", "MultiLogger", "build_loggers", "check_backends"]
 
 
 class MultiLogger:
@@ -40,9 +31,9 @@ class MultiLogger:
             logger.close()
 
 
-def _missing(option: str) -> UserError:
-    module, extra = BACKENDS[option]
-    return UserError(f'logger={option} needs {module}: pip install "rltrain[{extra}]"')
+def enabled_loggers(cfg: LoggerConfig) -> dict[str, LoggerSpec]:
+    """The entries of `LOGGERS` that `cfg` switches on, in build order."""
+    return {name: spec for name, spec in LOGGERS.items() if spec.enabled(cfg)}
 
 
 def check_backends(cfg: LoggerConfig) -> None:
@@ -50,22 +41,9 @@ def check_backends(cfg: LoggerConfig) -> None:
 
     Only looks for the package (no import), so the CLI can call it before Hydra creates the run.
     """
-    for option, (module, _) in BACKENDS.items():
-        if getattr(cfg, option).enabled and importlib.util.find_spec(module) is None:
-            raise _missing(option)
-
-
-def import_backend(option: str) -> ModuleType:
-    """Import the package of a service logger, or raise the one-line `UserError`."""
-    try:
-        return importlib.import_module(BACKENDS[option][0])
-    except ImportError:
-        raise _missing(option) from None
-
-
-def run_name(run_dir: Path) -> str:
-    """A readable default run name: the last two parts of the run dir (`2024-05-01/12-00-00`)."""
-    return "/".join(Path(run_dir).absolute().parts[-2:])
+    for name, spec in enabled_loggers(cfg).items():
+        if spec.package and importlib.util.find_spec(spec.package) is None:
+            raise missing_backend(name, spec.package, spec.extra)
 
 
 def build_loggers(cfg: LoggerConfig, run_dir: Path, purge_step: int = 0,
@@ -78,26 +56,11 @@ def build_loggers(cfg: LoggerConfig, run_dir: Path, purge_step: int = 0,
     interrupted run logged after it is dropped, so curves continue without duplicate steps.
     """
     check_backends(cfg)
-    loggers: list[Logger] = []
+    run, loggers = RunDir(run_dir), []
     try:
-        if cfg.wandb.enabled:
-            from rltrain.loggers.wandb import WandbLogger
-
-            loggers.append(WandbLogger(cfg.wandb, run_dir, config or {}, resumed=purge_step > 0))
-        if cfg.swanlab.enabled:
-            from rltrain.loggers.swanlab import SwanlabLogger
-
-            loggers.append(SwanlabLogger(cfg.swanlab, run_dir, config or {},
-                                         resumed=purge_step > 0))
+        for spec in enabled_loggers(cfg).values():
+            loggers.append(spec.build(cfg, run, purge_step, config or {}))
     except BaseException:
         MultiLogger(loggers).close()  # e.g. wandb started but SwanLab failed: end the wandb run
         raise
-    if cfg.tensorboard:
-        from rltrain.loggers.tensorboard import TensorBoardLogger
-
-        loggers.append(TensorBoardLogger(run_dir / "tb", purge_step))
-    if cfg.csv:
-        from rltrain.loggers.csv import CSVLogger
-
-        loggers.append(CSVLogger(run_dir / "metrics.csv", purge_step))
     return MultiLogger(loggers)

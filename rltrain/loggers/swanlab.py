@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rltrain.config import SwanlabConfig
 from rltrain.errors import UserError
-from rltrain.loggers.base import import_backend, run_name
+from rltrain.loggers.backend import import_backend, run_name
+from rltrain.loggers.config import SwanlabConfig
+from rltrain.run_dir import RunDir
 from rltrain.types import Metrics
 
 
@@ -21,7 +22,7 @@ class SwanlabLogger:
     def __init__(self, cfg: SwanlabConfig, run_dir: Path, config: dict[str, Any],
                  resumed: bool = False):
         swanlab = import_backend("swanlab")
-        log_dir = Path(run_dir) / "swanlog"
+        log_dir = RunDir(run_dir).swanlog
         id_file = log_dir / "run_id"
         run_id = id_file.read_text().strip() if resumed and id_file.is_file() else None
         try:

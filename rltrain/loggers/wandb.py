@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rltrain.config import WandbConfig
 from rltrain.errors import UserError
-from rltrain.loggers.base import import_backend, run_name
+from rltrain.loggers.backend import import_backend, run_name
+from rltrain.loggers.config import WandbConfig
+from rltrain.run_dir import RunDir
 from rltrain.types import Metrics
 
 STEP_KEY = "global_step"
@@ -28,7 +29,7 @@ class WandbLogger:
     def __init__(self, cfg: WandbConfig, run_dir: Path, config: dict[str, Any],
                  resumed: bool = False):
         wandb = import_backend("wandb")
-        id_file = Path(run_dir) / "wandb" / "run_id"
+        id_file = RunDir(run_dir).wandb_run_id
         run_id = id_file.read_text().strip() if resumed and id_file.is_file() else None
         try:
             self.run = wandb.init(

@@ -92,15 +92,18 @@ class CategoricalHead(nn.Module):
 class GaussianHead(nn.Module):
     """Mean from the features, state-independent learned log-std; actions live in [-1, 1] scale."""
 
-    def __init__(self, in_dim: int, dim: int, log_std_init: float = 0.0):
+    def __init__(self, in_dim: int, dim: int, log_std_init: float = 0.0,
+                 log_std_min: float = -20.0, log_std_max: float = 2.0):
         super().__init__()
         self.mean = nn.Linear(in_dim, dim)
         nn.init.orthogonal_(self.mean.weight, 0.01)
         nn.init.zeros_(self.mean.bias)
         self.log_std = nn.Parameter(torch.full((dim,), float(log_std_init)))
+        self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
 
     def forward(self, features: torch.Tensor) -> DiagGaussianDist:
-        return DiagGaussianDist(self.mean(features), self.log_std.clamp(-20.0, 2.0))
+        log_std = self.log_std.clamp(self.log_std_min, self.log_std_max)
+        return DiagGaussianDist(self.mean(features), log_std)
 
     @staticmethod
     def log_prob(dist: DiagGaussianDist, action: torch.Tensor) -> torch.Tensor:

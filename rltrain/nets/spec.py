@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from rltrain.errors import UserError
+from rltrain.nets.config import NetConfig
 
 if TYPE_CHECKING:
-    from rltrain.config import AlgoConfig
     from rltrain.types import EnvSpec
+
+
+class NetSettings(Protocol):
+    """What `resolve_nets` reads of an algorithm's config (any `AlgoConfig` has these)."""
+
+    net: NetConfig
+    hidden_sizes: list[int]
+    activation: str
 
 
 @dataclass(frozen=True)
@@ -41,7 +49,7 @@ class ActorCriticSpecs(NamedTuple):
     critic: NetSpec
 
 
-def resolve_nets(cfg: AlgoConfig, env: EnvSpec, ortho: bool = False) -> ActorCriticSpecs:
+def resolve_nets(cfg: NetSettings, env: EnvSpec, ortho: bool = False) -> ActorCriticSpecs:
     """Settings of the actor and the critic: `cfg.net` where set, else the algorithm's
     `hidden_sizes` and `activation`, and `ortho` (the algorithm's own init default)."""
     net = cfg.net

@@ -13,9 +13,9 @@ from typing import Any
 
 from rltrain.report.runs import EVAL_STD_TAG, TRAIN_TAG, Run, load_run
 from rltrain.report.stats import mean_curve
+from rltrain.run_dir import RunDir
 
 log = logging.getLogger("rltrain")
-RUN_CURVE = "learning_curve.png"
 GROUP_CURVES = "learning_curves.png"
 
 
@@ -76,12 +76,13 @@ def distinct_labels(labels: list[str]) -> list[str]:
 def write_run_curve(run_dir: Path) -> Path | None:
     """Write `<run_dir>/learning_curve.png` from its logs; never raises (a plot must not fail a
     run). Returns the path, or None when there was nothing to plot or plotting failed."""
+    target = RunDir(run_dir).learning_curve
     try:
         run = load_run(Path(run_dir))
         if not len(run.eval_curve[0]):
             return None
-        return plot_run(run, Path(run_dir) / RUN_CURVE)
+        return plot_run(run, target)
     except Exception as exc:  # noqa: BLE001 - plotting is a by-product of training
-        log.warning("could not write %s: %s", Path(run_dir) / RUN_CURVE, exc)
+        log.warning("could not write %s: %s", target, exc)
         return None
 

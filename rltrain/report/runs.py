@@ -16,6 +16,7 @@ import yaml
 
 from rltrain.errors import UserError
 from rltrain.loggers.csv import HEADER, read_metrics
+from rltrain.run_dir import METRICS_CSV, TB, TB_EVENTS_GLOB, RunDir
 
 EVAL_TAG = "eval/mean_reward"
 EVAL_STD_TAG = "eval/std_reward"
@@ -77,7 +78,7 @@ class Run:
     @property
     def group(self) -> str:
         """The run's overrides minus the seed: runs with the same group differ only by seed."""
-        if not (self.path / ".hydra").is_dir():
+        if not RunDir(self.path).is_hydra_run():
             return f"({self.path.name})"
         kept = [o for o in self.overrides if o.lstrip("+~").partition("=")[0] not in UNGROUPED]
         return " ".join(sorted(kept)) or "(defaults)"
@@ -85,20 +86,19 @@ class Run:
 
 def find_runs(folder: Path) -> list[Path]:
     """Every run folder at or below `folder` (a sweep, a day, or `outputs/`), sorted."""
-    found = {p.parent for p in folder.rglob("metrics.csv")}
-    found |= {p.parent.parent for p in folder.rglob("events.out.tfevents.*") if p.parent.name == "tb"}
+    found = {p.parent for p in folder.rglob(METRICS_CSV)}
+    found |= {p.parent.parent for p in folder.rglob(TB_EVENTS_GLOB) if p.parent.name == TB}
     return sorted(found)
 
 
 def load_run(path: Path) -> Run:
     """Read one run folder; a file that cannot be read is a one-line `UserError` naming it."""
-    hydra = path / ".hydra"
-    overrides = _load_yaml(hydra / "overrides.yaml", list) or []
-    config = _load_yaml(hydra / "config.yaml", dict) or {}
+    run = RunDir(path)
+    overrides = _load_yaml(run.hydra_overrides, list) or []
+    config = _load_yaml(run.hydra_config, dict) or {}
     seed = config.get("seed") if isinstance(config.get("seed"), int) else None
-    start = (hydra / "config.yaml").stat().st_mtime if (hydra / "config.yaml").is_file() else None
-    csv_path = path / "metrics.csv"
-    scalars = read_csv(csv_path) if csv_path.is_file() else read_tensorboard(path / "tb")
+    start = run.hydra_config.stat().st_mtime if run.hydra_config.is_file() else None
+    scalars = read_csv(run.metrics_csv) if run.metrics_csv.is_file() else read_tensorboard(run.tb)
     return Run(path, [str(o) for o in overrides], seed, scalars, start)
 
 

@@ -33,3 +33,9 @@ def check_parameters(modules: dict[str, torch.nn.Module], step: int) -> None:
         for name, param in module.named_parameters():
             if not torch.isfinite(param).all():
                 raise TrainingError(f"non-finite parameter {owner}.{name} at step {step:,}; {HINT}")
+
+
+def check_weights(algo: object, step: int) -> None:
+    """Raise `TrainingError` when any network the algorithm holds (an attribute) is NaN or inf."""
+    modules = {k: v for k, v in vars(algo).items() if isinstance(v, torch.nn.Module)}
+    check_parameters(modules, step)

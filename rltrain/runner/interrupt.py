@@ -16,6 +16,7 @@ from pathlib import Path
 from types import FrameType
 
 from rltrain.errors import TrainingError
+from rltrain.run_dir import RunDir
 from rltrain.runner.callbacks import LoopState
 
 log = logging.getLogger("rltrain")
@@ -27,7 +28,7 @@ class GracefulStop:
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self, state: LoopState, run_dir: Path):
-        self.state, self.stop_file = state, run_dir / "STOP"
+        self.state, self.stop_file = state, RunDir(run_dir).stop_file
         self.signum: int | None = None
         self._previous: dict[int, object] = {}
 
@@ -83,8 +84,7 @@ def disk_full_is_one_line(run_dir: Path) -> Iterator[None]:
     except OSError as exc:
         if exc.errno not in _DISK_FULL:
             raise
-        latest = run_dir / "checkpoints" / "latest.pt"
         kept = (f"the last good checkpoint is kept; free space, then rltrain resume={run_dir}"
-                if latest.is_file() else "no checkpoint was written yet")
+                if RunDir(run_dir).latest.is_file() else "no checkpoint was written yet")
         where = f" ({exc.filename})" if exc.filename else ""
         raise TrainingError(f"disk full while writing the run{where}: {kept}") from exc

@@ -5,37 +5,34 @@ from __future__ import annotations
 import logging
 import time
 from functools import partial
-from typing import TYPE_CHECKING
 
 import torch
 
 from rltrain.buffers.rollout import RolloutBuffer
-
-if TYPE_CHECKING:
-    from rltrain.runner.callbacks import LoopState
-    from rltrain.runner.runner import Runner
+from rltrain.runner.callbacks import LoopState
+from rltrain.runner.context import LoopContext
 
 log = logging.getLogger("rltrain")
 
 
-def run_on_policy(runner: Runner) -> None:
+def run_on_policy(ctx: LoopContext) -> None:
     """Train until the step budget is spent or `state.stop` is set."""
-    cfg, env, algo, state = runner.cfg, runner.env, runner.algo, runner.state
-    spec, n_steps = env.spec, cfg.algo.n_steps
+    cfg, env, algo, state = ctx.cfg, ctx.env, ctx.algo, ctx.state
+    spec, n_steps = env.spec, cfg.n_steps
     action_shape = () if spec.action_kind == "discrete" else (spec.action_dim,)
     action_dtype = torch.long if spec.action_kind == "discrete" else torch.float32
     make_buffer = partial(RolloutBuffer, num_envs=spec.num_envs, obs_shape=spec.obs_shape,
-                          action_shape=action_shape, action_dtype=action_dtype, device=runner.device)
+                          action_shape=action_shape, action_dtype=action_dtype, device=ctx.device)
     buf = make_buffer(n_steps)
     log_budget(state, n_steps, spec.num_envs)
-    obs = runner.obs
+    obs = ctx.obs
     while state.global_step < state.total_timesteps and not state.stop:
-        runner.fire("pre_iteration")
+        ctx.fire("pre_iteration")
         steps = rollout_steps(state, n_steps, spec.num_envs)
         if steps != buf.n_steps:  # the last rollout, shortened to end on the budget
             buf = make_buffer(steps)
         # ---- collect one rollout --------------------------------------------------------
-        runner.fire("pre_rollout")
+        ctx.fire("pre_rollout")
         t0 = time.perf_counter()
         for _ in range(steps):
             action, log_prob, value = algo.act(obs)
@@ -44,27 +41,27 @@ def run_on_policy(runner: Runner) -> None:
             if res.truncated.any():  # time limit: bootstrap from V(final obs), not from 0
                 rows = res.truncated
                 buf.truncated_values[buf.step - 1, rows] = algo.value(res.final_obs[rows])
-            runner.episodes.record(res)
+            ctx.episodes.record(res)
             obs = res.obs
             state.global_step += spec.num_envs
-        runner.obs = obs
-        runner.fire("post_rollout")
+        ctx.obs = obs
+        ctx.fire("post_rollout")
         # ---- advantages and update ------------------------------------------------------
         t1 = time.perf_counter()
-        batch = buf.finish(algo.value(obs), cfg.algo.gamma, getattr(cfg.algo, "gae_lambda", 1.0))
-        runner.fire("pre_update")
+        batch = buf.finish(algo.value(obs), cfg.gamma, cfg.gae_lambda)
+        ctx.fire("pre_update")
         progress_remaining = max(0.0, 1.0 - state.global_step / state.total_timesteps)
         state.metrics = algo.update(batch, progress_remaining=progress_remaining)
         state.iteration += 1
-        runner.fire("post_update")
+        ctx.fire("post_update")
         # ---- log, evaluate, checkpoint --------------------------------------------------
-        runner.timer.add("rollout", t1 - t0)
-        runner.timer.add("update", time.perf_counter() - t1)
+        ctx.timer.add("rollout", t1 - t0)
+        ctx.timer.add("update", time.perf_counter() - t1)
         state.metrics.update({
             "rollout/mean_reward": float(buf.rewards.mean()),
             "rollout/mean_value": float(buf.values.mean()),
         })
-        runner.end_iteration()
+        ctx.end_iteration()
 
 
 def rollout_steps(state: LoopState, n_steps: int, num_envs: int) -> int:

@@ -20,27 +20,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rltrain.errors import UserError
+from rltrain.run_dir import RunDir
 
 log = logging.getLogger("rltrain")
-LOCK_NAME = ".lock"
 _HELD: dict[Path, tuple[int, int]] = {}  # lock path -> (fd, how many times this process took it)
 
 
 def holds_run(run_dir: Path) -> bool:
     """True when `run_dir` has a run in it: checkpoints, metrics or TensorBoard events."""
-    ckpts = run_dir / "checkpoints"
-    return ((ckpts.is_dir() and any(ckpts.glob("*.pt"))) or (run_dir / "metrics.csv").exists()
-            or (run_dir / "tb").is_dir())
+    paths = RunDir(run_dir)
+    return paths.has_checkpoint() or paths.metrics_csv.exists() or paths.tb.is_dir()
 
 
 def finished_step(run_dir: Path) -> int | None:
     """The step a finished run ended at (it has `final.pt`); None for a run that is not finished."""
-    if not (run_dir / "checkpoints" / "final.pt").is_file():
+    final = RunDir(run_dir).final
+    if not final.is_file():
         return None
     from rltrain import checkpoint
 
     try:
-        counters = checkpoint.load(run_dir / "checkpoints" / "final.pt").get("counters", {})
+        counters = checkpoint.load(final).get("counters", {})
         return int(counters.get("global_step", 0))
     except (UserError, TypeError, ValueError, AttributeError):
         return 0
@@ -67,7 +67,7 @@ def check_target(run_dir: Path, resume: str | None, total_timesteps: float | Non
 @contextlib.contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
     """Hold the lock of `run_dir` for the duration of the block (see the module docstring)."""
-    path = (run_dir / LOCK_NAME).absolute()
+    path = RunDir(run_dir).lock.absolute()
     if path in _HELD:
         fd, count = _HELD[path]
         _HELD[path] = (fd, count + 1)

@@ -1,10 +1,10 @@
-"""Checkpoint payloads of a Runner, restoring one, and the config rules of `resume=`."""
+"""Checkpoint payloads of a run, restoring one, and the config rules of `resume=`."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -13,9 +13,9 @@ from rltrain.config import TrainConfig, to_train_config
 from rltrain.envs.make import load_resume_state, resume_state
 from rltrain.envs.trust import named_code, require_named
 from rltrain.errors import UserError
-
-if TYPE_CHECKING:
-    from rltrain.runner.runner import Runner
+from rltrain.run_dir import RunDir
+from rltrain.runner.context import LoopContext
+from rltrain.runner.schedule import Schedule
 
 log = logging.getLogger("rltrain")
 
@@ -24,70 +24,87 @@ RESUMABLE = ("total_timesteps", "progress", "device", "torch_threads", "logger",
              "checkpoint", "resume", "hydra")
 
 
-def make_payload(runner: Runner) -> dict[str, Any]:
-    """The checkpoint dict of a run: plain tensors and data only (see `rltrain.checkpoint`)."""
-    s = runner.state
+def make_payload(ctx: LoopContext, schedule: Schedule, config: dict[str, Any],
+                 save_buffer: bool) -> dict[str, Any]:
+    """The checkpoint dict of a run: plain tensors and data only (see `rltrain.checkpoint`);
+    `config` is the run's resolved config dict, `save_buffer` adds the replay buffer."""
+    s, episodes = ctx.state, ctx.episodes
     payload = {
-        "config": runner.config_dict,
-        "algo": runner.algo.state_dict(),
-        "env": resume_state(runner.env),
+        "config": config,
+        "algo": ctx.algo.state_dict(),
+        "env": resume_state(ctx.env),
         "counters": {"global_step": s.global_step, "iteration": s.iteration,
                      "best_eval": s.best_eval},
-        "schedule": dict(runner.schedule),
-        "loop": {"obs": runner.obs.detach().cpu().clone(),
-                 "episode_returns": list(runner.episodes.returns),
-                 "episode_lengths": list(runner.episodes.lengths),
+        "schedule": schedule.state_dict(),
+        "loop": {"obs": ctx.obs.detach().cpu().clone(),
+                 "episode_returns": list(episodes.returns),
+                 "episode_lengths": list(episodes.lengths),
                  # counts since the last log, and the latest update's metrics (the off-policy
                  # loop re-logs them until the next update): without them a resumed run logs
                  # different rows than an uninterrupted one
-                 "episode_counts": [runner.episodes.terminated, runner.episodes.truncated],
+                 "episode_counts": [episodes.terminated, episodes.truncated],
                  "metrics": {k: float(v) for k, v in s.metrics.items()}},
         "rng": checkpoint.rng_state(),
         # the latest evaluation, `step` included, so a resume does not repeat it
         "metrics": {k: v for k, v in (s.last_eval or {}).items()
                     if isinstance(v, (int, float, list))},
     }
-    replay = getattr(runner, "replay", None)
-    if replay is not None and runner.cfg.checkpoint.save_buffer:
-        payload["replay"] = replay.state_dict()
+    if ctx.replay is not None and save_buffer:
+        payload["replay"] = ctx.replay.state_dict()
     return payload
 
 
-def restore(runner: Runner, payload: dict[str, Any]) -> None:
-    """Put a freshly built Runner back into the state stored in `payload` (checked first:
-    a missing or mistyped field is a one-line `UserError`, before anything is changed)."""
+def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: TrainConfig,
+            run_dir: Path) -> None:
+    """Put a freshly built run (`ctx`, `schedule`, `ctx.replay`) back into the state stored in
+    `payload` (checked first: a missing or mistyped field is a one-line `UserError`, before
+    anything is changed)."""
     from rltrain.evaluate import load_algo
     from rltrain.payload import RESUME, check_fits, check_payload
 
-    resume = runner.cfg.resume
-    where = resume if resume not in (None, "", "auto") else "the checkpoint to resume"
+    where = cfg.resume if cfg.resume not in (None, "", "auto") else "the checkpoint to resume"
     check_payload(payload, where, RESUME)
-    check_fits(payload, runner.env.spec, getattr(runner.cfg.algo, "buffer_size", 0), where)
-    load_algo(runner.algo, payload["algo"], Path(runner.run_dir))
-    resumed = load_resume_state(runner.env, payload["env"])
-    counters, s = payload["counters"], runner.state
+    check_fits(payload, ctx.env.spec, ctx.replay.capacity if ctx.replay is not None else 0, where)
+    load_algo(ctx.algo, payload["algo"], Path(run_dir))
+    resumed = load_resume_state(ctx.env, payload["env"])
+    counters, s = payload["counters"], ctx.state
     s.global_step, s.iteration = counters["global_step"], counters["iteration"]
     s.best_eval = float(counters["best_eval"])
-    runner.schedule.update(payload["schedule"])
+    schedule.load_state_dict(payload["schedule"])
     # the stored last observation belongs to the restored episodes only; otherwise a fresh
     # reset, after the normalizer statistics are back, so its observation uses them
     loop = payload["loop"]
-    runner.obs = (loop["obs"].to(runner.device) if resumed
-                  else runner.env.reset(seed=runner.cfg.seed + s.global_step))
-    runner.episodes.returns.extend(loop["episode_returns"])
-    runner.episodes.lengths.extend(loop["episode_lengths"])
-    runner.episodes.terminated, runner.episodes.truncated = loop["episode_counts"]
-    s.metrics = dict(loop["metrics"])
+    ctx.obs = (loop["obs"].to(ctx.device) if resumed
+               else ctx.env.reset(seed=cfg.seed + s.global_step))
+    _restore_episodes(ctx, loop)
     last_eval = payload["metrics"]
     s.last_eval = dict(last_eval) if "step" in last_eval else None
     checkpoint.set_rng_state(payload["rng"])
-    if "replay" in payload:
-        runner.replay_state = payload["replay"]
+    _restore_replay(ctx, payload.get("replay"))
     if resumed:
         log.info("resumed at step %s exactly", f"{s.global_step:,}")
     else:
-        log.warning("%s: %s; episodes restart on resume (at step %s)", runner.cfg.env.id,
+        log.warning("%s: %s; episodes restart on resume (at step %s)", cfg.env.id,
                     resumed.reason, f"{s.global_step:,}")
+
+
+def _restore_episodes(ctx: LoopContext, loop: dict[str, Any]) -> None:
+    """The episode statistics and latest update metrics of a checkpoint's `loop`."""
+    ctx.episodes.returns.extend(loop["episode_returns"])
+    ctx.episodes.lengths.extend(loop["episode_lengths"])
+    ctx.episodes.terminated, ctx.episodes.truncated = loop["episode_counts"]
+    ctx.state.metrics = dict(loop["metrics"])
+
+
+def _restore_replay(ctx: LoopContext, saved: dict[str, Any] | None) -> None:
+    """Refill the off-policy replay buffer from a checkpoint's `replay`, when it has one."""
+    if ctx.replay is None:
+        return
+    if saved is not None:
+        ctx.replay.load_state_dict(saved)
+        log.info("replay buffer restored: %s transitions", f"{ctx.replay.size:,}")
+    elif ctx.state.global_step > 0:
+        log.info("replay buffer starts empty (checkpoint.save_buffer=false): resume is not bit-for-bit")
 
 
 def resume_config(saved: dict[str, Any], composed: dict[str, Any], overrides: list[str],
@@ -138,14 +155,14 @@ def _get(cfg: dict[str, Any], key: str) -> Any:
 def find_resume_checkpoint(resume: str, run_dir: Path) -> Path | None:
     """The checkpoint `resume=` points at; `auto` means this run dir's latest.pt, if any."""
     if resume == "auto":
-        latest = run_dir / "checkpoints" / "latest.pt"
-        return latest if latest.is_file() and not (run_dir / "checkpoints" / "final.pt").exists() else None
+        paths = RunDir(run_dir)
+        return paths.latest if paths.latest.is_file() and not paths.final.exists() else None
     return checkpoint.resolve(resume)
 
 
 def run_dir_of(ckpt: Path) -> Path:
     """`<run>` for `<run>/checkpoints/x.pt`."""
-    return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
+    return RunDir.of_checkpoint(ckpt).root
 
 
 def load_for_resume(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:

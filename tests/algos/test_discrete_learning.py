@@ -20,6 +20,7 @@ def train_cartpole(run_dir: Path, *overrides: str) -> float:
     return train([*QUIET, "seed=0", *overrides], run_dir=run_dir)["mean_reward"]
 
 
+@pytest.mark.slow  # tens of seconds: `make test-all` / `make bench-quality`
 def test_dqn_clearly_beats_random_on_cartpole_in_12k_steps(tmp_path):
     mean = train_cartpole(
         tmp_path, "algo=dqn", "total_timesteps=12000", "algo.hidden_sizes=[64,64]",
@@ -27,6 +28,7 @@ def test_dqn_clearly_beats_random_on_cartpole_in_12k_steps(tmp_path):
     assert mean > 100  # seed 0 scores 500; seeds 1-4 scored 100-500
 
 
+@pytest.mark.slow  # tens of seconds: `make test-all` / `make bench-quality`
 def test_a2c_clearly_beats_random_on_cartpole_in_40k_steps(tmp_path):
     mean = train_cartpole(tmp_path, "algo=a2c", "total_timesteps=40000")
     assert mean > 150  # seeds 0-4 scored 266-500

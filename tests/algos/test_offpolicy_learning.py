@@ -7,6 +7,7 @@ from rltrain.api import train
 QUIET = ["logger=none", "progress=off", "checkpoint.freq=0", "eval.freq=0"]
 
 
+@pytest.mark.slow  # tens of seconds: `make test-all` / `make bench-quality`
 def test_sac_learns_pendulum_swing_up_within_4000_steps(tmp_path):
     """About 30 s on one core; seeds 0-2 reached −126 to −179 here; untrained scores ≈ −1600."""
     overrides = ["algo=sac", "env=Pendulum-v1", "seed=0", "total_timesteps=4000", "env.num_envs=1",

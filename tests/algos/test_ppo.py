@@ -139,6 +139,7 @@ def test_same_seed_gives_identical_parameters_and_different_seeds_diverge(tmp_pa
     assert any(not torch.equal(a[name], c[name]) for name in a)
 
 
+@pytest.mark.slow  # tens of seconds: `make test-all` / `make bench-quality`
 def test_ppo_with_the_tuned_preset_learns_cartpole(tmp_path):
     # Seeded, about 20 s: random play scores ≈ 20, the tuned preset reaches ≈ 400 by 20k steps.
     result = api.train(["env=CartPole-v1", "total_timesteps=20000", "seed=0", "progress=off",
@@ -154,3 +155,8 @@ def test_tuned_ppo_preset_solves_its_env_within_its_budget(tmp_path, env, thresh
     result = api.train([f"env={env}", "seed=0", "progress=off", "logger=none", "eval.episodes=10",
                         "checkpoint.freq=0"], run_dir=tmp_path)
     assert result["mean_reward"] >= threshold, result["returns"]
+
+
+def test_adam_eps_reaches_the_optimizer():
+    assert small_ppo().optimizer.defaults["eps"] == 1e-5
+    assert small_ppo(adam_eps=1e-8).optimizer.defaults["eps"] == 1e-8

@@ -12,7 +12,8 @@ import torch
 from rltrain.config import LoggerConfig, to_train_config
 from rltrain.envs.normalize import NormalizeObs, ScaleReward
 from rltrain.errors import UserError
-from rltrain.loggers.base import build_loggers, import_backend
+from rltrain.loggers.backend import import_backend
+from rltrain.loggers.base import build_loggers
 from rltrain.loggers.norm_stats import MAX_DIMS, normalizer_metrics
 from rltrain.overrides import compose_checked
 from rltrain.types import EnvSpec
@@ -121,3 +122,56 @@ def test_norm_stats_of_wide_observations_are_capped_with_one_warning(caplog):
         first, _ = normalizer_metrics(env), normalizer_metrics(env)
     assert sum(k.startswith("norm/obs_mean/") for k in first) == MAX_DIMS
     assert len([r for r in caplog.records if "log_norm_stats" in r.message]) == 1
+
+
+def test_registry_re_exports_the_one_logger_table():
+    from rltrain import registry
+    from rltrain.loggers import specs
+
+    assert registry.LOGGERS is specs.LOGGERS
+    assert list(specs.LOGGERS)[:2] == ["wandb", "swanlab"]  # service loggers are built first
+
+
+def test_every_logger_spec_names_a_logger_config_switch():
+    cfg = LoggerConfig()
+    from rltrain.loggers.specs import LOGGERS
+
+    for name, spec in LOGGERS.items():
+        assert hasattr(cfg, spec.option), name
+        assert spec.enabled(cfg) is (name == "csv")
+        assert (spec.package is None) == (spec.extra is None)
+
+
+def test_a_failed_logger_closes_the_ones_already_built(tmp_path, monkeypatch):
+    from rltrain.loggers import specs
+
+    closed = []
+
+    class Fake:
+        def log(self, metrics, step):
+            pass
+
+        def close(self):
+            closed.append("wandb")
+
+    def fail(*args):
+        raise RuntimeError("tb broke")
+
+    monkeypatch.setitem(specs.LOGGERS, "wandb", specs.LoggerSpec("wandb", lambda *a: Fake()))
+    monkeypatch.setitem(specs.LOGGERS, "tensorboard", specs.LoggerSpec("tensorboard", fail))
+    cfg = LoggerConfig(tensorboard=True)
+    cfg.wandb.enabled = True
+    with pytest.raises(RuntimeError, match="tb broke"):
+        build_loggers(cfg, tmp_path)
+    assert closed == ["wandb"]
+
+
+def test_building_the_file_loggers_imports_no_service_package(tmp_path):
+    import subprocess
+
+    code = ("import sys; from pathlib import Path; from rltrain.loggers.config import LoggerConfig;"
+            "from rltrain.loggers.base import build_loggers;"
+            f"build_loggers(LoggerConfig(tensorboard=True), Path({str(tmp_path)!r})).close();"
+            "print(sorted(m for m in ('wandb', 'swanlab') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -127,7 +127,7 @@ def test_an_env_without_saved_state_restarts_its_episodes_and_says_so(env_id, mo
     steps, adapter, scale = gym_layers(resumed)
     assert steps == [0, 0] and not adapter._ep_return.any() and not adapter._ep_length.any()
     assert not scale._ret.any()  # no running return of an unfinished episode
-    assert not torch.equal(resumed.obs, saved["loop"]["obs"])
+    assert not torch.equal(resumed.ctx.obs, saved["loop"]["obs"])
     assert scale.rms.count == saved["env"]["ret_rms"]["count"]  # statistics: restored
     obs_rms = scale.env.rms  # restored, then updated with the fresh reset's 2 observations
     assert obs_rms.count == pytest.approx(saved["env"]["obs_rms"]["count"] + 2)

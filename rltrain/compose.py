@@ -1,0 +1,95 @@
+"""The one way from a command line, or a Python override list, to a validated `TrainConfig`.
+
+The CLI, `rltrain.train` and the tests all go through `compose_train_config`: it rewrites the
+command line's short forms (`normalize_overrides`), registers the env options it names, composes
+`conf/config.yaml` (the first value of each sweep), validates the result and checks what can be
+checked before anything is built: the logger packages and the env (its id, the modules it
+imports, its kwargs and wrappers). Every mistake is a one-line `UserError`.
+
+Validation runs once per run: the CLI checks before Hydra starts, and Hydra's job then takes
+that result (`train_config_of`) when it composed the same config, as a single run does; a
+multirun job with other values validates its own composition.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rltrain.config import TrainConfig, register_configs, to_train_config
+from rltrain.overrides import (
+    check_composed,
+    compose_checked,
+    env_choices,
+    env_import_overrides,
+    first_of_sweeps,
+    net_overrides,
+    preset_overrides,
+)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """The last configuration `compose_train_config` checked."""
+
+    overrides: tuple[str, ...]  # as composed: normalized, first value of each sweep
+    composed: dict[str, Any]  # the composed config, resolved
+    train_cfg: TrainConfig  # its validated TrainConfig
+
+
+_checked: _Checked | None = None
+
+
+def normalize_overrides(argv: list[str]) -> list[str]:
+    """`argv` with its short forms spelled as the config tree needs them.
+
+    `env.import=m` becomes `env.imports=[m]`, `net.<field>=v` becomes `algo.net.<field>=v`, and
+    `~tuned` is added when `env.id=` names the env and no preset is chosen (a preset belongs to
+    the `env` option, not to the env `env.id` names). Already normalized lists are unchanged.
+    """
+    return preset_overrides(net_overrides(env_import_overrides(list(argv))))
+
+
+def register_options(overrides: list[str]) -> None:
+    """Make the env options `overrides` name known to Hydra (importing `env.imports=` first)."""
+    register_configs(env_choices(overrides))
+
+
+def compose_train_config(overrides: list[str] | None = None, *,
+                         normalized: bool = False) -> TrainConfig:
+    """The validated `TrainConfig` of `overrides` (a command line; sweeps give their first
+    value, `hydra.*` and flags are ignored); raise a one-line `UserError` for any mistake.
+
+    `normalized=True`: `overrides` already went through `normalize_overrides`.
+    """
+    global _checked
+    overrides = list(overrides or [])
+    if not normalized:
+        overrides = normalize_overrides(overrides)
+    register_options(overrides)
+    first = first_of_sweeps([a for a in overrides if not a.startswith("-")])
+    composed = compose_checked("config", first)
+    train_cfg = check_composed(composed)
+    resolved: Any = OmegaConf.to_container(composed, resolve=True)
+    _checked = _Checked(tuple(first), resolved, copy.deepcopy(train_cfg))
+    return train_cfg
+
+
+def composed_dict(overrides: list[str]) -> dict[str, Any]:
+    """The resolved dict of `config` composed with `overrides` (normalized, without sweeps):
+    the one `compose_train_config` made for the same overrides, else composed now."""
+    if _checked is not None and _checked.overrides == tuple(overrides):
+        return copy.deepcopy(_checked.composed)
+    resolved: Any = OmegaConf.to_container(compose_checked("config", overrides), resolve=True)
+    return resolved
+
+
+def train_config_of(cfg: DictConfig) -> TrainConfig:
+    """The validated `TrainConfig` of a config Hydra composed for a job: the one
+    `compose_train_config` checked when it is the same configuration, else validated now."""
+    if _checked is not None and OmegaConf.to_container(cfg, resolve=True) == _checked.composed:
+        return copy.deepcopy(_checked.train_cfg)
+    return to_train_config(cfg)

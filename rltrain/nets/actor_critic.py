@@ -1,0 +1,47 @@
+"""`ActorCritic`: separate actor and critic networks with a categorical or Gaussian head (PPO, A2C)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rltrain.nets.encoder import encode, make_encoder
+from rltrain.nets.heads import CategoricalHead, GaussianHead
+from rltrain.nets.mlp import mlp
+from rltrain.nets.spec import ActorCriticSpecs
+from rltrain.types import EnvSpec
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic networks (each with its own encoder, see `nets/encoder.py`)
+    with a categorical or Gaussian action head."""
+
+    def __init__(self, spec: EnvSpec, nets: ActorCriticSpecs, log_std_init: float = 0.0,
+                 log_std_bounds: tuple[float, float] = (-20.0, 2.0)):
+        super().__init__()
+        actor, critic = nets
+        self.actor_encoder, features = make_encoder(actor)
+        last = actor.hidden[-1] if actor.hidden else features
+        self.actor_body = mlp(features, actor.hidden, None, actor.activation, ortho=actor.ortho,
+                              layer_norm=actor.layer_norm)
+        if spec.action_kind == "discrete":
+            self.head: nn.Module = CategoricalHead(last, spec.action_dim)
+        else:
+            self.head = GaussianHead(last, spec.action_dim, log_std_init, *log_std_bounds)
+        self.critic_encoder, features = make_encoder(critic)
+        self.critic = mlp(features, critic.hidden, 1, critic.activation, out_gain=1.0,
+                          ortho=critic.ortho, layer_norm=critic.layer_norm)
+
+    def dist(self, obs: torch.Tensor):
+        """The action distribution at `obs` [B, *obs_shape]."""
+        return self.head(self.actor_body(encode(self.actor_encoder, obs)))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(obs) as a [B] tensor."""
+        return self.critic(encode(self.critic_encoder, obs)).squeeze(-1)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Action for evaluation and export."""
+        dist = self.dist(obs)
+        return self.head.mode(dist) if deterministic else dist.sample()

@@ -1,0 +1,124 @@
+"""Where a training run writes: the run folder of a command line, checked before Hydra starts.
+
+A single run gets `hydra.run.dir=` or a fresh `outputs/<date>/<time>[-k]` claimed atomically; a
+resumed run continues in its checkpoint's folder. Folders that cannot be written and full disks
+are refused here, in one line, before Hydra's own first writes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rltrain.errors import TrainingError, UserError
+from rltrain.run_dir import HYDRA, RunDir
+
+HYDRA_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve",
+               "--shell-completion", "-sc", "--version")
+"""Hydra's flags that print something instead of running a job."""
+
+
+def arg_value(argv: list[str], key: str) -> str | None:
+    """The value of the last `key=value` in `argv` (None when absent)."""
+    values = [a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith(f"{key}=")]
+    return values[-1] if values else None
+
+
+def budget(argv: list[str]) -> float | None:
+    """`total_timesteps=` of the command line, if it gives a number."""
+    value = arg_value(argv, "total_timesteps")
+    try:
+        return None if value is None else float(value)
+    except ValueError:
+        return None
+
+
+def single_run_dir(argv: list[str]) -> Path | None:
+    """The folder a single (not multirun) training run writes to; None for multirun or flags.
+
+    Without `hydra.run.dir=`, Hydra's `outputs/<date>/<time>` is taken, with a `-<k>` suffix
+    when a run started in the same second already has it (parallel runs must not share one).
+    """
+    if any(a in ("-m", "--multirun") or a.split("=")[0] in HYDRA_FLAGS for a in argv):
+        return None
+    given = arg_value(argv, "hydra.run.dir")
+    check_free_space(Path(given if given is not None and "${" not in given else "outputs"))
+    if given is not None:
+        return None if "${" in given else Path(given)
+    from datetime import datetime
+
+    now = datetime.now()
+    base = Path("outputs") / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S")
+    for k in range(1000):  # mkdir claims a name atomically against runs started in parallel
+        candidate = base.with_name(f"{base.name}-{k}") if k else base
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            continue
+    raise UserError(f"{base}: 1000 runs started in this second; give hydra.run.dir=<folder>")
+
+
+MIN_FREE_BYTES = 1 << 20
+"""A run starts only with this much free space: Hydra's own first writes (.hydra/) would
+otherwise fail with its traceback. Later shortages are caught by the Runner (one line)."""
+
+
+def check_free_space(target: Path) -> None:
+    """Refuse to start a run on a (nearly) full disk, before anything is written."""
+    import shutil
+
+    existing = target.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if free < MIN_FREE_BYTES:
+        raise TrainingError(f"disk full: {free // 1024} KiB free where {target} lives; free "
+                            f"space (a run needs at least {MIN_FREE_BYTES >> 20} MiB to start)")
+
+
+def check_writable(argv: list[str]) -> None:
+    """Refuse an output folder we cannot create or write, before Hydra tries to."""
+    keys = ("hydra.run.dir=", "hydra.sweep.dir=")
+    target = next((a.split("=", 1)[1] for a in reversed(argv) if a.startswith(keys)), "outputs")
+    path = Path(target).absolute()
+    # 255 bytes: NAME_MAX of ext4, xfs, btrfs, APFS and NTFS; the OS refuses longer names
+    long = next((part for part in path.parts if len(os.fsencode(part)) > 255), None)
+    if long is not None:
+        raise UserError(f"output folder name too long: {long[:16]}... is {len(os.fsencode(long))} "
+                        f"bytes, the file system's limit is 255; choose a shorter "
+                        f"hydra.run.dir=<folder>")
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if not path.is_dir():
+        raise UserError(f"output folder {target} cannot be created: {path} is a file; "
+                        f"choose another with hydra.run.dir=<folder>")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"output folder {target} is not writable ({path} is read-only); "
+                        f"choose another with hydra.run.dir=<folder>")
+
+
+def resume_run_dir(argv: list[str]) -> list[str]:
+    """`resume=<run or ckpt>` continues in that run's folder: point Hydra's run dir there."""
+    from rltrain.runner.resume import find_resume_checkpoint
+
+    value = next((a.split("=", 1)[1] for a in argv if a.startswith("resume=")), None)
+    if not value or value == "auto" or any(a.startswith("hydra.run.dir=") for a in argv):
+        return []
+    ckpt = find_resume_checkpoint(value, Path("."))
+    _check_resume(ckpt, argv)
+    return [f"hydra.run.dir={RunDir.of_checkpoint(ckpt).root}",
+            f"hydra.output_subdir={HYDRA}/resume"]
+
+
+def _check_resume(ckpt: Path, argv: list[str]) -> None:
+    """Refuse experiment-changing overrides now, before Hydra records anything in the run."""
+    from rltrain import checkpoint
+    from rltrain.compose import composed_dict
+    from rltrain.overrides import first_of_sweeps
+    from rltrain.payload import RESUME
+    from rltrain.runner.resume import resume_config
+
+    saved = checkpoint.load(ckpt, require=RESUME)["config"]  # a damaged file fails first, fast
+    overrides = first_of_sweeps([a for a in argv if not a.startswith("-")])
+    resume_config(saved, composed_dict(overrides), overrides, str(ckpt))

@@ -1,0 +1,49 @@
+"""LoopContext: everything a training loop receives from the Runner, and nothing more."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rltrain.algos.base import AlgoConfig
+from rltrain.buffers.replay import ReplayBuffer
+from rltrain.envs.vec_env import VecEnv
+from rltrain.runner.callbacks import LoopState
+from rltrain.runner.episodes import EpisodeTracker
+from rltrain.runner.timing import SectionTimer
+
+
+def _no_hook(*args: Any) -> None:
+    """A hook that does nothing (a context built outside a Runner, as in tests)."""
+
+
+@dataclass
+class LoopContext:
+    """What the on- and off-policy loops read and update; the Runner builds one per run.
+
+    A loop steps `env`, feeds `algo`, advances `state`, keeps `obs` current (checkpoints store
+    it), records episodes, times its sections, calls `fire(event)` for callbacks and
+    `end_iteration()` after each update (the Runner logs, evaluates, checkpoints and checks for a
+    stop there). It never sees the Runner itself.
+    """
+
+    env: VecEnv
+    algo: Any
+    """The algorithm: `OnPolicyAlgorithm` or `OffPolicyAlgorithm` (`rltrain.algos.base`)."""
+    cfg: AlgoConfig
+    """`cfg.algo`, an `OnPolicyConfig` or `OffPolicyConfig`: the loop reads its own values there."""
+    state: LoopState
+    episodes: EpisodeTracker
+    timer: SectionTimer
+    device: torch.device
+    obs: torch.Tensor
+    """The observation the next action is taken from, `[N, *obs_shape]`."""
+    fire: Callable[[str], None] = _no_hook
+    """Run the callbacks of one event (`callbacks.EVENTS`) with `state`."""
+    end_iteration: Callable[[], None] = _no_hook
+    """Called once per iteration, after the update: log, evaluate, checkpoint, stop checks."""
+    replay: ReplayBuffer | None = None
+    """The replay buffer (off-policy only; see `off_policy.make_replay`)."""

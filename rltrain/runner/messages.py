@@ -1,0 +1,55 @@
+"""What a run says on the console: its start, end, stops, evaluations and what was kept."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rltrain.config import TrainConfig
+from rltrain.run_dir import RunDir
+
+log = logging.getLogger("rltrain")
+
+
+def say_start(cfg: TrainConfig, total: int, num_envs: int, device: torch.device,
+              run_dir: Path) -> None:
+    """One line: what trains on what, for how long, where."""
+    log.info("training %s on %s for %s env steps (%d envs, device %s) -> %s",
+             cfg.algo.name, cfg.env.id, f"{total:,}", num_envs, device, run_dir)
+
+
+def say_done(result: dict[str, Any], step: int, checkpoints: Path) -> None:
+    """One line at the end of a completed run: steps, final evaluation, checkpoint folder."""
+    log.info("done: %s env steps; eval mean reward %.2f ± %.2f over %d episodes; "
+             "checkpoints in %s", f"{step:,}", result["mean_reward"], result["std_reward"],
+             result["episodes"], checkpoints)
+
+
+def say_stopped(reason: str, step: int, run_dir: Path) -> None:
+    """One line after a requested stop: why, where, and the command that continues the run."""
+    log.warning("stopped (%s) at step %s; checkpoint saved. Resume with: rltrain resume=%s",
+                reason, f"{step:,}", run_dir)
+
+
+def say_eval(result: dict[str, Any], step: int, quiet: bool) -> bool:
+    """Report an evaluation (unless `quiet`: the progress bar shows it); False when its mean
+    reward is not finite, which is always said, as it can never be the best."""
+    if not quiet:
+        log.info("eval at step %s: mean reward %.2f ± %.2f", f"{step:,}",
+                 result["mean_reward"], result["std_reward"])
+    if math.isfinite(result["mean_reward"]):
+        return True
+    log.warning("eval at step %s: mean reward is %s (the env returned non-finite rewards); "
+                "best.pt is not updated", f"{step:,}", result["mean_reward"])
+    return False
+
+
+def kept(run_dir: Path) -> str:
+    """What a failed run leaves to continue from: its last good checkpoint, if any."""
+    if RunDir(run_dir).latest.is_file():
+        return f"the last good checkpoint is kept: resume with rltrain resume={run_dir}"
+    return "no checkpoint was written yet"

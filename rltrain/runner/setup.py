@@ -1,0 +1,62 @@
+"""Small pieces the Runner builds a run from: device, seeds, run folder, callbacks, LoopContext."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rltrain.config import TrainConfig
+from rltrain.envs.extras import set_log_keys
+from rltrain.envs.vec_env import VecEnv
+from rltrain.runner.callbacks import Callback, Callbacks, LoopState
+from rltrain.runner.context import LoopContext
+from rltrain.runner.episodes import EpisodeTracker
+from rltrain.runner.off_policy import make_replay
+from rltrain.runner.timing import SectionTimer
+
+
+def resolve_device(name: str) -> torch.device:
+    """`auto` picks cuda when available; anything else is passed to torch."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def default_run_dir() -> Path:
+    """`outputs/<YYYY-MM-DD>/<HH-MM-SS>` in the current folder (the Hydra layout)."""
+    now = datetime.now()
+    return Path("outputs") / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S")
+
+
+def build_callbacks(by_event: dict[str, list[Callback]] | None) -> Callbacks:
+    """`Callbacks` holding `{event: [fn, ...]}`, in order (an unknown event is a `UserError`)."""
+    callbacks = Callbacks()
+    for event, fns in (by_event or {}).items():
+        for fn in fns:
+            callbacks.add(event, fn)
+    return callbacks
+
+
+def build_context(cfg: TrainConfig, off_policy: bool, env: VecEnv, algo: Any, device: torch.device,
+                  fire: Callable[[str], None], end_iteration: Callable[[], None]) -> LoopContext:
+    """A fresh run's LoopContext: step 0, no episodes yet, the replay buffer (off-policy), the
+    first observation (reset with `cfg.seed`)."""
+    episodes = EpisodeTracker(extra_keys=cfg.logger.extra_log_keys)
+    set_log_keys(env, cfg.logger.extra_log_keys)
+    replay = make_replay(env.spec, cfg.algo, device) if off_policy else None
+    return LoopContext(env, algo, cfg.algo, LoopState(total_timesteps=int(cfg.total_timesteps)),
+                       episodes, SectionTimer(), device, obs=env.reset(seed=cfg.seed), fire=fire,
+                       end_iteration=end_iteration, replay=replay)

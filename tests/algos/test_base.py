@@ -1,0 +1,75 @@
+"""Shared algorithm pieces: the config bases, the one learning-rate schedule, and the rule that
+algorithm files stand alone."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from rltrain.algos.a2c import A2CConfig
+from rltrain.algos.base import OnPolicyConfig, on_policy_lr, scheduled_lr
+from rltrain.algos.ppo import PPOConfig
+from rltrain.errors import UserError
+
+ALGOS_DIR = Path(__file__).resolve().parents[2] / "rltrain" / "algos"
+
+
+def test_scheduled_lr_is_linear_from_lr_to_lr_final_and_clamped():
+    assert scheduled_lr(1e-2, 1e-3, 1.0) == pytest.approx(1e-2)
+    assert scheduled_lr(1e-2, 1e-3, 0.5) == pytest.approx(5.5e-3)
+    assert scheduled_lr(1e-2, 1e-3, 0.0) == pytest.approx(1e-3)
+    assert scheduled_lr(1e-2, 1e-3, -6.0) == pytest.approx(1e-3)
+    assert scheduled_lr(1e-2, 1e-3, 2.0) == pytest.approx(1e-2)
+
+
+def test_annealing_to_zero_is_exactly_lr_times_the_remaining_fraction():
+    assert scheduled_lr(1e-3, 0.0, 0.3) == 1e-3 * 0.3
+
+
+def test_on_policy_lr_anneals_to_zero_only_when_asked():
+    assert on_policy_lr(PPOConfig(lr=1e-3, anneal_lr=True), 0.25) == pytest.approx(2.5e-4)
+    assert on_policy_lr(PPOConfig(lr=1e-3, anneal_lr=True), 0.0) == 0.0
+    assert on_policy_lr(PPOConfig(lr=1e-3), 0.25) == 1e-3
+
+
+def test_on_policy_algorithms_keep_their_own_rollout_defaults():
+    assert (PPOConfig().n_steps, PPOConfig().gae_lambda) == (2048, 0.95)
+    assert (A2CConfig().n_steps, A2CConfig().gae_lambda) == (5, 1.0)
+    assert issubclass(PPOConfig, OnPolicyConfig) and issubclass(A2CConfig, OnPolicyConfig)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"n_steps": 0}, "algo.n_steps=0 must be > 0"),
+    ({"gae_lambda": 1.5}, r"algo.gae_lambda=1.5 must be in \[0, 1\]"),
+    ({"log_std_min": 1.0, "log_std_max": 1.0}, "algo.log_std_min=1.0 must be < algo.log_std_max"),
+    ({"log_std_max": float("nan")}, "algo.log_std_max=nan must be a finite number"),
+])
+@pytest.mark.parametrize("config", [lambda **c: PPOConfig(batch_size=1, **c), A2CConfig],
+                         ids=["ppo", "a2c"])
+def test_on_policy_config_rejects_bad_shared_values(config, changes, message):
+    run = type("Run", (), {"env": type("Env", (), {"num_envs": 1})()})()
+    with pytest.raises(UserError, match=message):
+        config(**changes).validate(run)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module an algorithm file imports, at any depth (TYPE_CHECKING ones too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+@pytest.mark.parametrize("path", sorted(p for p in ALGOS_DIR.glob("*.py")
+                                        if p.name not in ("__init__.py", "base.py")),
+                         ids=lambda p: p.stem)
+def test_an_algorithm_file_imports_no_other_algorithm_nor_the_run_config(path):
+    imported = _imported_modules(path)
+    others = {m for m in imported if m.startswith("rltrain.algos.") and m != "rltrain.algos.base"}
+    assert not others and "rltrain.config" not in imported
+    assert "rltrain.registry" not in imported

@@ -1,0 +1,96 @@
+"""The package's import graph: no cycles and none of the arrows docs/architecture.md forbids.
+
+Imports are read with `ast` from every module, wherever they stand: at the top, inside a function
+or under `TYPE_CHECKING` (a cycle hidden in a function body is still a cycle to a reader).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "rltrain"
+# (importer prefix, imported prefix): layers that must not know each other
+FORBIDDEN = [
+    ("rltrain.algos", "rltrain.runner"), ("rltrain.algos", "rltrain.loggers"),
+    ("rltrain.algos", "rltrain.envs"), ("rltrain.algos", "rltrain.registry"),
+    ("rltrain.algos", "rltrain.config"),
+    ("rltrain.envs", "rltrain.algos"), ("rltrain.envs", "rltrain.registry"),
+    ("rltrain.nets", "rltrain.algos"), ("rltrain.nets", "rltrain.config"),
+    ("rltrain.loggers", "rltrain.runner"), ("rltrain.loggers", "rltrain.registry"),
+    ("rltrain.buffers", "rltrain.runner"), ("rltrain.buffers", "rltrain.algos"),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The package modules `path` imports (`from a import b` counts `a.b` when it is a module)."""
+    found: set[str] = set()
+    package = module_name(path).rpartition(".")[0] if path.name != "__init__.py" else module_name(path)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            subs = [f"{base}.{alias.name}" for alias in node.names]
+            # `from pkg import module` is an edge to the module, not to the package's __init__
+            names = subs if all(n in modules for n in subs) else [base, *subs]
+        else:
+            continue
+        found |= {n for n in names if n in modules}
+    return found - {module_name(path)}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: imports_of(path, set(paths)) for name, path in paths.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules, or None (depth-first search with colours)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_import_graph_is_read_with_function_level_imports():
+    # the reader itself: an import inside a function is an edge (the registry's lazy imports)
+    assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_package_has_no_import_cycle(graph):
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+@pytest.mark.parametrize(("src", "dst"), FORBIDDEN, ids=[f"{s}->{d}" for s, d in FORBIDDEN])
+def test_no_forbidden_arrow(graph, src, dst):
+    arrows = sorted(f"{a} -> {b}" for a, targets in graph.items() if a.startswith(src)
+                    for b in targets if b.startswith(dst))
+    assert not arrows, arrows
