@@ -26,8 +26,12 @@ $(STAMP): pyproject.toml
 train: install          ## train PPO on Pendulum-v1 with the tuned preset
 	$(BIN)/rltrain algo=ppo env=Pendulum-v1 $(ARGS)
 
+# The suite runs in WORKERS processes (pytest-xdist), one test file per worker at a time: many tests
+# wait on subprocesses, so 2 workers on 2 cores took 3.5 min instead of 5.5 (2026-11-23).
+WORKERS ?= 2
+
 test: install           ## the CI suite (slow learning checks excluded)
-	$(BIN)/python -m pytest -m "not slow" -q $(ARGS)
+	$(BIN)/python -m pytest -m "not slow" -q -n $(WORKERS) --dist loadfile $(ARGS)
 
 test-all: install       ## everything, slow learning checks included
 	$(BIN)/python -m pytest -q $(ARGS)

@@ -30,10 +30,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltrain.errors import TrainingError, UserError
+from rltrain.errors import NONFINITE_HINT, TrainingError, UserError
 from rltrain.legacy_numpy import NUMPY_SCALAR_GLOBALS
 from rltrain.run_dir import LATEST, PERIODIC_GLOB, RunDir
-from rltrain.runner.guards import HINT
 
 FORMAT_VERSION = 1
 
@@ -276,7 +275,7 @@ def _finite_number(key: str, value: float) -> bool:
 def _hint(key: str) -> str:
     """What produced a non-finite value at `key`, and what to do."""
     if key.startswith("algo"):
-        return f"; {HINT}"
+        return f"; {NONFINITE_HINT}"
     if key.startswith(("env.obs_rms", "loop.obs")):
         return ": the environment produced NaN/inf observations"
     if key.startswith(("env.ret_rms", "env.running_return", "env.episode_return")):

@@ -1,4 +1,8 @@
-"""The one exception type that the CLI turns into a one-line message and exit code 2."""
+"""The exceptions the CLI turns into one line: `UserError` (exit 2), `TrainingError` (exit 1)."""
+
+# SAC, TD3 and DDPG have no max_grad_norm field: the hint must not suggest a typo override to them
+NONFINITE_HINT = ("try a lower algo.lr, scaled rewards (env.normalize_reward=true) or, for PPO, "
+                  "A2C and DQN, a tighter algo.max_grad_norm")
 
 
 class UserError(ValueError):

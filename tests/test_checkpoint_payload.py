@@ -211,8 +211,6 @@ _COUNTER = itertools.count()
 @given(data=st.data())
 def test_a_randomly_damaged_checkpoint_works_or_is_refused_in_one_line(
         stopped_run, tmp_path, monkeypatch, capfd, data):
-    # the overrides below are fixed and valid: skip their validation (a Hydra compose, 1 s)
-    monkeypatch.setattr("rltrain.overrides.check_overrides", lambda argv: None)
     payload = checkpoint.load(stopped_run)
     changes = [mutate(payload, data) for _ in range(data.draw(st.integers(1, 2)))]
     folder = tmp_path / f"case{next(_COUNTER)}"

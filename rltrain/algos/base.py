@@ -27,7 +27,7 @@ class AlgoConfig:
     """Fields every algorithm has; each algorithm file subclasses this with its own."""
 
     name: str = MISSING
-    """Registry key of the algorithm (`ppo`, `sac`, ...); set by `conf/algo/<name>.yaml`."""
+    """Registry key of the algorithm (`ppo`, `sac`, ...); each algorithm's config sets its own."""
     gamma: float = 0.99
     """Discount factor, in [0, 1]."""
     lr: float = 3e-4

@@ -6,12 +6,8 @@ import math
 
 import torch
 
+from rltrain.errors import NONFINITE_HINT as HINT
 from rltrain.errors import TrainingError
-
-# SAC, TD3 and DDPG have no max_grad_norm field: the hint must not suggest a typo override to them
-HINT = ("try a lower algo.lr, scaled rewards (env.normalize_reward=true) or, for PPO, A2C and "
-        "DQN, a tighter algo.max_grad_norm")
-
 
 # nan by definition, not by divergence: explained variance of constant returns (e.g. a value
 # function at its fixed point on CartPole, where every return equals 1 / (1 - gamma)).
