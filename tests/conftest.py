@@ -91,3 +91,31 @@ def tiny_cfg() -> Callable[..., TrainConfig]:
         return validate(TrainConfig(**sections, **fields))
 
     return make
+
+
+def preset_values(name: str) -> dict[str, Any]:
+    """The values a tuned preset (`conf/tuned/<name>.yaml`) sets, flattened to dotted keys, read
+    from the shipped file: tests check that a preset applies without copying its numbers."""
+    from importlib import resources
+
+    import yaml
+
+    text = resources.files("rltrain.conf").joinpath("tuned", f"{name}.yaml").read_text()
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(f"{prefix}{key}.", value)
+        else:
+            flat[prefix[:-1]] = node
+
+    walk("", {k: v for k, v in yaml.safe_load(text).items() if k != "defaults"})
+    return flat
+
+
+def config_value(cfg: Any, dotted: str) -> Any:
+    """`cfg.a.b` for `"a.b"` (a dataclass config or a plain dict)."""
+    for part in dotted.split("."):
+        cfg = cfg[part] if isinstance(cfg, dict) else getattr(cfg, part)
+    return cfg

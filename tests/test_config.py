@@ -13,6 +13,7 @@ from rltrain.algos.ppo import PPOConfig
 from rltrain.compose import compose_train_config, normalize_overrides, train_config_of
 from rltrain.config import (
     AlgoConfig,
+    EnvConfig,
     EvalRunConfig,
     ExportConfig,
     TrainConfig,
@@ -22,6 +23,7 @@ from rltrain.config import (
 from rltrain.errors import UserError
 from rltrain.overrides import check_overrides, compose_checked, first_of_sweeps
 from rltrain.registry import ALGOS
+from tests.conftest import config_value, preset_values
 
 
 def compose(*overrides: str):
@@ -59,16 +61,16 @@ def test_gymnasium_id_and_short_env_name_compose_identical_configs():
 def test_tuned_preset_is_applied_for_either_env_spelling(env):
     cfg = train_config(f"env={env}")
     assert cfg.preset == "ppo_pendulum"
-    assert (cfg.algo.gamma, cfg.algo.n_steps, cfg.algo.lr, cfg.env.num_envs) == (0.9, 64, 2e-3, 32)
-    assert cfg.env.normalize_reward
+    for key, value in preset_values("ppo_pendulum").items():  # every value the file sets
+        assert config_value(cfg, key) == value, key
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "cartpole"])
 def test_cartpole_preset_is_applied_for_either_env_spelling(env):
     cfg = train_config(f"env={env}")
     assert cfg.preset == "ppo_cartpole" and cfg.env.id == "CartPole-v1"
-    assert (cfg.algo.gamma, cfg.algo.n_steps, cfg.algo.batch_size, cfg.algo.anneal_lr) == (
-        0.98, 32, 256, True)
+    for key, value in preset_values("ppo_cartpole").items():
+        assert config_value(cfg, key) == value, key
 
 
 def test_default_config_is_ppo_on_pendulum_with_its_preset():
@@ -80,7 +82,8 @@ def test_default_config_is_ppo_on_pendulum_with_its_preset():
 def test_user_override_wins_over_the_tuned_preset():
     cfg = train_config("env=pendulum", "algo.gamma=0.95", "env.num_envs=16", "total_timesteps=3000")
     assert (cfg.algo.gamma, cfg.env.num_envs, cfg.total_timesteps) == (0.95, 16, 3000)
-    assert cfg.preset == "ppo_pendulum" and cfg.algo.n_steps == 64  # the rest of the preset stays
+    preset = preset_values("ppo_pendulum")  # the rest of the preset stays
+    assert cfg.preset == "ppo_pendulum" and cfg.algo.n_steps == preset["algo.n_steps"]
 
 
 @pytest.mark.parametrize("extra", [[], ["env=cartpole"]])
@@ -89,7 +92,7 @@ def test_env_id_on_the_command_line_drops_the_preset_of_the_env_group(extra):
     assert argv[-1] == "~tuned"
     cfg = train_config(*argv)
     assert (cfg.env.id, cfg.preset, cfg.env.num_envs, cfg.algo.gamma) == (
-        "Acrobot-v1", None, 8, 0.99)
+        "Acrobot-v1", None, EnvConfig().num_envs, PPOConfig().gamma)
     explicit = ["env.id=Acrobot-v1", "tuned=ppo_cartpole"]  # asked for by name: kept
     assert normalize_overrides(explicit) == explicit
 
@@ -98,7 +101,7 @@ def test_generic_gymnasium_id_composes_with_its_id_and_schema_defaults():
     cfg = train_config("env=Acrobot-v1")
     assert cfg.env.id == "Acrobot-v1"
     assert cfg.preset is None
-    assert cfg.env.num_envs == 8 and cfg.algo.gamma == 0.99  # schema / ppo.yaml defaults
+    assert (cfg.env.num_envs, cfg.algo.gamma) == (EnvConfig().num_envs, PPOConfig().gamma)
 
 
 def test_namespaced_gymnasium_id_composes_into_the_env_group():
@@ -109,7 +112,8 @@ def test_smoke_debug_mode_shrinks_the_run():
     cfg = train_config("debug=smoke", "env=pendulum")
     assert (cfg.total_timesteps, cfg.eval.freq, cfg.eval.episodes, cfg.logger.log_freq) == (
         512, 256, 2, 0)
-    assert cfg.env.num_envs == 32  # the preset's value: smoke leaves env and algo fields alone
+    # the preset's value: smoke leaves env and algo fields alone
+    assert cfg.env.num_envs == preset_values("ppo_pendulum")["env.num_envs"]
 
 
 def test_smoke_debug_mode_works_with_the_cartpole_preset():

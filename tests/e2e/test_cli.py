@@ -21,6 +21,7 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rltrain import checkpoint
+from tests.conftest import preset_values
 
 _SCRIPT = Path(sys.executable).with_name("rltrain")
 RLTRAIN = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "rltrain.cli"]
@@ -184,7 +185,7 @@ def test_cfg_job_prints_the_composed_config_without_training(cli):
     assert proc.returncode == 0, describe(proc)
     printed = yaml.safe_load(proc.stdout)
     assert printed["env"]["id"] == "Pendulum-v1" and printed["preset"] == "ppo_pendulum"
-    assert printed["algo"]["gamma"] == 0.9
+    assert printed["algo"]["gamma"] == preset_values("ppo_pendulum")["algo.gamma"]
     assert "training" not in proc.stdout + proc.stderr
 
 
