@@ -126,7 +126,7 @@ def collection_sps(env: str, num_envs: int, vectorization: str = "sync", backend
         shape = () if spec.action_kind == "discrete" else (spec.action_dim,)
         dtype = torch.long if spec.action_kind == "discrete" else torch.float32
         buf = RolloutBuffer(64, num_envs, spec.obs_shape, shape, dtype, runner.device)
-        obs, steps, rounds = runner.obs, 0, 0
+        obs, steps, rounds = runner.ctx.obs, 0, 0
         t0 = time.perf_counter()
         while True:
             buf.step = 0

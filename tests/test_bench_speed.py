@@ -57,3 +57,9 @@ def test_markdown_lists_every_task_and_marks_fall_backs(tmp_path):
     text = (tmp_path / "speed.md").read_text()
     assert "| ppo CartPole-v1 | 1.00 |" in text and "4.0 (fell back)" in text
     assert (tmp_path / "speed.json").exists() and rows[0]["ratio"] == 0.0
+
+
+def test_collection_throughput_runs_through_the_current_runner():
+    import rltrain_side  # noqa: E402 - benchmarks/ is on sys.path above
+
+    assert rltrain_side.collection_sps("CartPole-v1", 2, seconds=0.05) > 0

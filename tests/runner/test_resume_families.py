@@ -101,6 +101,7 @@ def gym_layers(runner):
 
 @pytest.mark.parametrize(("env_id", "module"), [("LunarLander-v3", "Box2D"),
                                                  ("InvertedPendulum-v5", "mujoco"),
+                                                 ("Hopper-v5", "mujoco"),
                                                  (state_envs.OPAQUE_ID, None)])
 def test_an_env_without_saved_state_restarts_its_episodes_and_says_so(env_id, module, tiny_cfg,
                                                                      tmp_path, caplog):
