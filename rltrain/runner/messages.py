@@ -18,8 +18,9 @@ log = logging.getLogger("rltrain")
 def say_start(cfg: TrainConfig, total: int, num_envs: int, device: torch.device,
               run_dir: Path) -> None:
     """One line: what trains on what, for how long, where."""
-    log.info("training %s on %s for %s env steps (%d envs, device %s) -> %s",
-             cfg.algo.name, cfg.env.id, f"{total:,}", num_envs, device, run_dir)
+    log.info("training %s on %s for %s env steps (%d env%s, device %s) -> %s",
+             cfg.algo.name, cfg.env.id, f"{total:,}", num_envs, "" if num_envs == 1 else "s",
+             device, run_dir)
 
 
 def say_done(result: dict[str, Any], step: int, checkpoints: Path) -> None:
