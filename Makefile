@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # (tests/e2e/test_sweeps.py), video (PyAV), export (ONNX), wandb (offline run), bench (SB3 for
 # `make bench`). Not `ray` (~360 MB; its cloudpickle<3 clashes with joblib's) and not `swanlab`
 # (it downgrades protobuf): only their missing-package messages are tested.
-EXTRAS ?= dev,sweep,slurm,video,export,wandb,bench,box2d,mujoco
+EXTRAS ?= dev,sweep,slurm,video,export,wandb,bench,box2d,mujoco,atari
 
 .PHONY: install train test test-all bench bench-quality lint clean
 

@@ -18,7 +18,8 @@ class EnvSpec:
     action_kind: str  # "discrete" or "box"
     action_dim: int  # number of discrete actions, or size of the Box action vector
     num_envs: int
-    pixels: bool = False  # uint8 pixel observations (0..255, delivered as float32): scaled by 1/255
+    pixels: bool = False  # uint8 pixel observations (0..255, delivered as uint8): scaled by 1/255
+    frame_stack: int = 0  # > 0: obs are [k, H, W] stacks of the last k frames, newest last
 
     @property
     def obs_dim(self) -> int:
