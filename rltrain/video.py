@@ -24,6 +24,8 @@ import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rltrain.config import EnvConfig
+from rltrain.envs.atari import preprocessing
+from rltrain.envs.atari_vec import wrap_atari_vec
 from rltrain.envs.make import _make_one, check_env_id
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
@@ -172,6 +174,8 @@ def make_recording_env(cfg: EnvConfig, device: torch.device | str, budgets: list
            for i, k in enumerate(budgets)]
     venv = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     env: VecEnv = GymVecEnv(venv, device)
+    if preprocessing(cfg):
+        env = wrap_atari_vec(env, cfg, training=False)
     if cfg.normalize_obs:
         env = NormalizeObs(env, clip=cfg.clip_obs, training=False)
     return env
