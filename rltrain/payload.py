@@ -136,12 +136,35 @@ def _either(*checks: Check) -> Check:
 
 
 def _replay(value: Any, key: str, strict: bool) -> None:
-    """The saved replay buffer: five tensors of `size` rows, ring position and size."""
+    """The saved replay buffer: five tensors of `size` rows, ring position and size; or the
+    frame replay's rings (`buffers/frame_replay.py`, it has `frames`)."""
+    if isinstance(value, dict) and "frames" in value:
+        _frame_replay(value, key)
+        return
     names = ("obs", "next_obs", "actions", "rewards", "terminated")
     _record({**{n: _tensor() for n in names}, "pos": _int(0), "size": _int(0)})(value, key, True)
     for n in names:
         if len(value[n]) != value["size"]:
             raise _Bad(f"{key}.{n}", f"has {len(value[n])} rows, expected size={value['size']}")
+
+
+def _frame_replay(value: Any, key: str) -> None:
+    """`FrameReplayBuffer.state_dict()`: `[N, F, ...]` rings, `[N]` ring positions."""
+    rings = ("frames", "actions", "rewards", "terminated", "ep_pos", "valid")
+    _record({"frames": _tensor("byte", ndim=4), "actions": _tensor(), "rewards": _tensor("float"),
+             "terminated": _tensor(), "ep_pos": _tensor("byte", ndim=2), "valid": _tensor(ndim=2),
+             "head": _tensor("int", ndim=1), "written": _tensor("int", ndim=1),
+             "last_next": _tensor("byte", ndim=4), "has_last": _tensor(ndim=1),
+             "ring": _int(1), "size": _int(0)})(value, key, True)
+    n, f = value["frames"].shape[:2]
+    if f > value["ring"]:
+        raise _Bad(f"{key}.frames", f"has {f} slots per ring, more than ring={value['ring']}")
+    for name in rings:
+        if tuple(value[name].shape[:2]) != (n, f):
+            raise _Bad(f"{key}.{name}", f"has shape {list(value[name].shape)}, expected [{n}, {f}, ...]")
+    for name in ("head", "written", "last_next", "has_last"):
+        if len(value[name]) != n:
+            raise _Bad(f"{key}.{name}", f"has {len(value[name])} rows, expected {n}")
 
 
 def _eval_result(value: Any, key: str, strict: bool) -> None:
@@ -180,7 +203,7 @@ FIELDS: dict[str, Check] = {
                              "episode_length", "sim", "native")),
     "counters": _record({"global_step": _int(0), "iteration": _int(0), "best_eval": _NUMBER}),
     "schedule": _record({"eval": _int(), "ckpt": _int(), "log": _int()}),
-    "loop": _record({"obs": _tensor("float"), "episode_returns": _list(_NUMBER),
+    "loop": _record({"obs": _either(_tensor("float"), _tensor("byte")), "episode_returns": _list(_NUMBER),
                      "episode_lengths": _list(_int(0)), "episode_counts": _list(_int(0), 2),
                      "metrics": _mapping(_NUMBER)}),
     "rng": _record({"torch": _tensor("byte", shape=tuple(torch.get_rng_state().shape)),
@@ -208,9 +231,15 @@ def check_fits(payload: dict[str, Any], spec: Any, capacity: int, path: str | os
             raise UserError(f"{path}: checkpoint field replay.size is {replay['size']:,}, more "
                             f"than the buffer holds (algo.buffer_size={capacity:,})")
         n = replay["size"]
-        for name, shape in (("obs", spec.obs_shape), ("next_obs", spec.obs_shape),
-                            ("actions", action), ("rewards", ()), ("terminated", ())):
-            rows[f"replay.{name}"] = (replay[name], (n, *shape))
+        if "frames" in replay:  # the frame replay: [N, F, H, W] rings of single frames
+            frames = replay["frames"]
+            rows["replay.frames"] = (frames, (spec.num_envs, frames.shape[1], *spec.obs_shape[1:]))
+            rows["replay.last_next"] = (replay["last_next"], obs)
+            rows["replay.actions"] = (replay["actions"], (*frames.shape[:2], *action))
+        else:
+            for name, shape in (("obs", spec.obs_shape), ("next_obs", spec.obs_shape),
+                                ("actions", action), ("rewards", ()), ("terminated", ())):
+                rows[f"replay.{name}"] = (replay[name], (n, *shape))
     for key, (value, shape) in rows.items():
         if tuple(value.shape) != tuple(shape):
             raise UserError(f"{path}: checkpoint field {key} has shape {list(value.shape)}, "

@@ -25,10 +25,20 @@ def available_memory(device: torch.device) -> int | None:
     return None
 
 
-def check_memory(capacity: int, obs_shape: tuple[int, ...], device: torch.device) -> None:
+def obs_storage_dtype(dtype: torch.dtype) -> torch.dtype:
+    """How buffers store observations the env gives as `dtype`: uint8 pixels stay uint8 (the
+    network converts them on the device), everything else is float32."""
+    return torch.uint8 if dtype == torch.uint8 else torch.float32
+
+
+def check_memory(capacity: int, obs_shape: tuple[int, ...], device: torch.device,
+                 obs_dtype: torch.dtype = torch.float32, copies: int = 2) -> None:
     """Refuse, with one line, a replay whose observations alone would not fit in memory (image
-    observations at the default `buffer_size` would: the OS kills the process instead)."""
-    need = 2 * capacity * 4 * math.prod(obs_shape)  # obs and next_obs, float32
+    observations at the default `buffer_size` would: the OS kills the process instead).
+    `copies` observations of `obs_shape` per transition (obs and next_obs), of `obs_dtype`'s
+    real element size."""
+    itemsize = torch.empty((), dtype=obs_dtype).element_size()
+    need = copies * capacity * itemsize * math.prod(obs_shape)
     free = available_memory(device)
     if free is not None and need > free:
         raise UserError(f"replay buffer: {capacity:,} transitions of observations "
@@ -42,18 +52,20 @@ class ReplayBuffer:
     `next_obs` is the true next observation (`StepResult.final_obs`), so a transition never pairs
     the last observation of an episode with the first of the next; `terminated` alone removes the
     bootstrap, so time-limit truncations still bootstrap. A batched `add` of N rows (one per env)
-    writes N consecutive slots, wrapping around the end.
+    writes N consecutive slots, wrapping around the end. Observations are stored as
+    `obs_dtype` (uint8 for pixel envs, see `obs_storage_dtype`) and sampled as stored.
     """
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-                 action_dtype: torch.dtype, device: torch.device | str = "cpu"):
+                 action_dtype: torch.dtype, device: torch.device | str = "cpu",
+                 obs_dtype: torch.dtype = torch.float32):
         if capacity <= 0:
             raise ValueError(f"replay capacity must be > 0, got {capacity}")
         self.capacity, self.device = int(capacity), torch.device(device)
         c = self.capacity
-        check_memory(c, obs_shape, self.device)
-        self.obs = torch.zeros((c, *obs_shape), dtype=torch.float32, device=self.device)
-        self.next_obs = torch.zeros((c, *obs_shape), dtype=torch.float32, device=self.device)
+        check_memory(c, obs_shape, self.device, obs_dtype)
+        self.obs = torch.zeros((c, *obs_shape), dtype=obs_dtype, device=self.device)
+        self.next_obs = torch.zeros((c, *obs_shape), dtype=obs_dtype, device=self.device)
         self.actions = torch.zeros((c, *action_shape), dtype=action_dtype, device=self.device)
         self.rewards = torch.zeros(c, dtype=torch.float32, device=self.device)
         self.terminated = torch.zeros(c, dtype=torch.float32, device=self.device)
@@ -67,8 +79,10 @@ class ReplayBuffer:
         return sum(t.element_size() * t.numel() for t in tensors)
 
     def add(self, obs: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
-            next_obs: torch.Tensor, terminated: torch.Tensor) -> None:
-        """Append a batch of N transitions (leading dimension N)."""
+            next_obs: torch.Tensor, terminated: torch.Tensor, done: torch.Tensor | None = None,
+            ) -> None:
+        """Append a batch of N transitions (leading dimension N); `done` is ignored (the
+        frame-deduplicating replay accepts it too)."""
         n = obs.shape[0]
         idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
         self.obs[idx] = obs
@@ -100,5 +114,6 @@ class ReplayBuffer:
         if n > self.capacity:
             raise ValueError(f"saved replay holds {n} transitions, capacity is {self.capacity}")
         for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
-            getattr(self, name)[:n] = state[name].to(self.device)
+            target = getattr(self, name)
+            target[:n] = state[name].to(self.device, target.dtype)
         self.pos, self.size = int(state["pos"]) % self.capacity, n

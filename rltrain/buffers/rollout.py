@@ -39,10 +39,12 @@ class RolloutBuffer:
     """Preallocated `[T, N]` storage for one rollout on the training device."""
 
     def __init__(self, n_steps: int, num_envs: int, obs_shape: tuple[int, ...],
-                 action_shape: tuple[int, ...], action_dtype: torch.dtype, device: torch.device):
+                 action_shape: tuple[int, ...], action_dtype: torch.dtype, device: torch.device,
+                 obs_dtype: torch.dtype = torch.float32):
         self.n_steps, self.num_envs, self.device = n_steps, num_envs, device
         t, n = n_steps, num_envs
-        self.obs = torch.zeros((t, n, *obs_shape), device=device)
+        # uint8 for pixel envs (their observations stay bytes until the network's first layer)
+        self.obs = torch.zeros((t, n, *obs_shape), dtype=obs_dtype, device=device)
         self.actions = torch.zeros((t, n, *action_shape), dtype=action_dtype, device=device)
         self.log_probs = torch.zeros((t, n), device=device)
         self.values = torch.zeros((t, n), device=device)

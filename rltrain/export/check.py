@@ -29,12 +29,16 @@ class Agreement:
 
 def sample_observations(space: gym.spaces.Box, norm: NormalizeObs | None, n: int,
                         seed: int) -> np.ndarray:
-    """`n` float32 observations: a normal around the normalizer's mean with 4× its std when
+    """`n` observations. uint8 spaces (pixels): uniform uint8 values within the bounds. Else
+    float32: a normal around the normalizer's mean with 4× its std when
     there is one (so the ±clip_obs clamp is reached now and then), else a standard normal;
     bounded dimensions are then drawn uniformly within their bounds instead (when there are no
     statistics) or clipped to them."""
     rng = np.random.default_rng(seed)
     shape = (n, *space.shape)
+    if space.dtype == np.uint8:
+        low8, high8 = np.broadcast_to(space.low, space.shape), np.broadcast_to(space.high, space.shape)
+        return rng.integers(low8, high8.astype(np.int64) + 1, shape).astype(np.uint8)
     low, high = space.low.astype(np.float64), space.high.astype(np.float64)
     bounded = (np.abs(low) < WIDE) & (np.abs(high) < WIDE)
     if norm is not None:

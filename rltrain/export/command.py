@@ -6,6 +6,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 import torch
 
 from rltrain.envs.normalize import NormalizeObs
@@ -50,12 +52,13 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
         module = ExportedPolicy(policy, env)
         gym_env, norm = find_layer(env, GymVecEnv), find_layer(env, NormalizeObs)
         assert isinstance(gym_env, GymVecEnv)
-        space = gym_env.venv.single_observation_space
+        space = observation_space(env, gym_env)
         stats = norm if isinstance(norm, NormalizeObs) else None
         obs = sample_observations(space, stats, check_samples, seed)
         # A batch of 2 as the example: torch.export would specialize the batch dim to a 1.
         example = torch.as_tensor(sample_observations(space, stats, 2, seed + 1))
-        formats.write(fmt, module, example, target)
+        metadata = export_metadata(cfg, env, space)
+        formats.write(fmt, module, example, target, metadata)
         reference = torch_actions(policy, env, obs)
     finally:
         env.close()
@@ -66,8 +69,36 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
             "mismatches": agreement.mismatches, "max_abs_diff": agreement.max_abs_diff,
             "tolerance": agreement.tolerance, "checkpoint": str(path),
             "action_kind": "discrete" if module.discrete else "box",
-            "obs_shape": list(space.shape), "action_shape": list(reference.shape[1:]),
-            "normalized_obs": module.normalize}
+            "obs_shape": list(space.shape), "obs_dtype": str(space.dtype),
+            "action_shape": list(reference.shape[1:]), "normalized_obs": module.normalize,
+            "metadata": metadata}
+
+
+def observation_space(env: Any, gym_env: GymVecEnv) -> gym.spaces.Box:
+    """The space of what the policy sees: the gymnasium env's single observation space, or,
+    where a VecEnv wrapper changes the shape (`FrameStack`: `[84, 84]` frames, `[4, 84, 84]`
+    stacks), a Box of `env.spec.obs_shape` with the frame's dtype (uint8: 0..255)."""
+    space = gym_env.venv.single_observation_space
+    shape = tuple(env.spec.obs_shape)
+    if tuple(space.shape) == shape:
+        return space
+    if space.dtype == np.uint8:
+        return gym.spaces.Box(0, 255, shape, np.uint8)
+    return gym.spaces.Box(-np.inf, np.inf, shape, np.float32)
+
+
+def export_metadata(cfg: Any, env: Any, space: gym.spaces.Box) -> dict[str, Any]:
+    """What a user of the exported file must reproduce (`formats.METADATA_KEY`): the env id,
+    the observation shape and dtype, and for Atari runs the preprocessing (`env.atari`)."""
+    from rltrain.config import atari_preprocess
+    from rltrain.envs.families import family_of
+
+    meta: dict[str, Any] = {"env_id": cfg.env.id, "obs_shape": list(space.shape),
+                            "obs_dtype": str(space.dtype), "action_kind": env.spec.action_kind,
+                            "action_dim": env.spec.action_dim}
+    if atari_preprocess(cfg.env, family_of(cfg.env.id)):
+        meta["atari"] = dataclasses.asdict(cfg.env.atari)
+    return meta
 
 
 def agreement_line(result: dict[str, Any]) -> str:

@@ -8,10 +8,12 @@ that it will be removed. TorchScript is `torch.jit.trace`, built into torch; tor
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,7 +25,12 @@ FORMATS = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
 """Export format → default file name under `<run>/export/`."""
 EXPORT_EXTRA = 'pip install "rltrain[export]"'
 Runner = Callable[[np.ndarray], np.ndarray]
-"""A loaded export: float32 observations `[B, *obs_shape]` → actions as numpy."""
+"""A loaded export: observations `[B, *obs_shape]` (float32, or uint8 for pixel policies) →
+actions as numpy."""
+METADATA_KEY = "rltrain"
+"""The exported file's metadata entry (a JSON object: env id, observation shape and dtype, the
+Atari preprocessing contract): ONNX `metadata_props[rltrain]`, TorchScript extra file
+`rltrain.json`. `read_metadata` reads it back."""
 
 
 def check_format(fmt: str) -> None:
@@ -41,17 +48,40 @@ def check_format(fmt: str) -> None:
             raise UserError(f"format=onnx needs {', '.join(missing)}: {EXPORT_EXTRA}")
 
 
-def write(fmt: str, module: nn.Module, example: torch.Tensor, path: Path) -> None:
-    """Write `module` (traced/exported on `example`, batch size dynamic) to `path`."""
+def write(fmt: str, module: nn.Module, example: torch.Tensor, path: Path,
+          metadata: dict[str, Any] | None = None) -> None:
+    """Write `module` (traced/exported on `example`, batch size dynamic, input dtype that of
+    `example`) to `path`, with `metadata` (see `METADATA_KEY`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     module = module.eval()
+    text = json.dumps(metadata or {}, sort_keys=True)
     if fmt == "onnx":
         _write_onnx(module, example, path)
+        import onnx
+
+        model = onnx.load(str(path))
+        entry = model.metadata_props.add()
+        entry.key, entry.value = METADATA_KEY, text
+        onnx.save(model, str(path))
     else:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", r"`torch\.jit\.\w+` is deprecated", DeprecationWarning)
             traced = torch.jit.trace(module, (example,))
-            torch.jit.save(traced, str(path))
+            torch.jit.save(traced, str(path), _extra_files={f"{METADATA_KEY}.json": text})
+
+
+def read_metadata(fmt: str, path: Path) -> dict[str, Any]:
+    """The `METADATA_KEY` metadata `write` stored in an export ({} when there is none)."""
+    if fmt == "onnx":
+        import onnx
+
+        props = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+        return json.loads(props.get(METADATA_KEY, "{}"))
+    files = {f"{METADATA_KEY}.json": ""}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"`torch\.jit\.\w+` is deprecated", DeprecationWarning)
+        torch.jit.load(str(path), map_location="cpu", _extra_files=files)
+    return json.loads(files[f"{METADATA_KEY}.json"] or "{}")
 
 
 def _write_onnx(module: nn.Module, example: torch.Tensor, path: Path) -> None:
@@ -77,13 +107,19 @@ def load(fmt: str, path: Path) -> Runner:
         import onnxruntime
 
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        return lambda obs: session.run(None, {"obs": np.asarray(obs, np.float32)})[0]
+        return lambda obs: session.run(None, {"obs": np.asarray(obs, _input_dtype(obs))})[0]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", r"`torch\.jit\.\w+` is deprecated", DeprecationWarning)
         scripted = torch.jit.load(str(path), map_location="cpu")
 
     def run(obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            return scripted(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+            return scripted(torch.as_tensor(obs, dtype=torch.float32 if _input_dtype(obs) ==
+                                            np.float32 else torch.uint8)).numpy()
 
     return run
+
+
+def _input_dtype(obs: np.ndarray) -> type:
+    """uint8 observations go in as they are (pixel policies take uint8); others as float32."""
+    return np.uint8 if np.asarray(obs).dtype == np.uint8 else np.float32

@@ -30,8 +30,10 @@ def find_layer(env: VecEnv, cls: type) -> object | None:
 
 
 class ExportedPolicy(nn.Module):
-    """float32 observations `[B, *obs_shape]` → actions: int64 `[B]` (Discrete) or float32
-    `[B, A]` in env units (Box). Normalization statistics and action bounds are buffers."""
+    """Observations `[B, *obs_shape]` → actions: int64 `[B]` (Discrete) or float32 `[B, A]` in
+    env units (Box). Normalization statistics and action bounds are buffers. The input dtype is
+    the traced example's: float32, or uint8 for pixel policies (`export/command.py`), which
+    convert it to float inside, as the training networks do."""
 
     def __init__(self, policy: nn.Module, env: VecEnv):
         super().__init__()

@@ -8,7 +8,8 @@ import time
 import torch
 
 from rltrain.algos.base import OffPolicyConfig, mean_metrics
-from rltrain.buffers.replay import ReplayBuffer
+from rltrain.buffers.frame_replay import FrameReplayBuffer
+from rltrain.buffers.replay import ReplayBuffer, obs_storage_dtype
 from rltrain.runner.context import LoopContext
 from rltrain.types import EnvSpec
 
@@ -22,11 +23,24 @@ def random_actions(spec: EnvSpec, device: torch.device) -> torch.Tensor:
     return torch.rand((spec.num_envs, spec.action_dim), device=device) * 2.0 - 1.0
 
 
-def make_replay(spec: EnvSpec, cfg: OffPolicyConfig, device: torch.device) -> ReplayBuffer:
-    """The empty replay buffer the config asks for, with its memory reported."""
+def make_replay(spec: EnvSpec, cfg: OffPolicyConfig, device: torch.device,
+                obs_dtype: torch.dtype | None = None) -> ReplayBuffer | FrameReplayBuffer:
+    """The empty replay buffer the config asks for, with its memory reported. `obs_dtype`: the
+    env's observation dtype (default: uint8 for `spec.pixels`, else float32); stored as
+    `obs_storage_dtype` says. Frame-stacked pixel envs (`spec.frame_stack > 0`) get the
+    `FrameReplayBuffer`, which stores each frame once."""
     discrete = spec.action_kind == "discrete"
-    replay = ReplayBuffer(cfg.buffer_size, spec.obs_shape, () if discrete else (spec.action_dim,),
-                          torch.long if discrete else torch.float32, device)
+    if obs_dtype is None:
+        obs_dtype = torch.uint8 if spec.pixels else torch.float32
+    dtype = obs_storage_dtype(obs_dtype)
+    action_shape, action_dtype = (() if discrete else (spec.action_dim,),
+                                  torch.long if discrete else torch.float32)
+    if spec.frame_stack > 0 and dtype == torch.uint8 and len(spec.obs_shape) == 3:
+        replay: ReplayBuffer | FrameReplayBuffer = FrameReplayBuffer(
+            cfg.buffer_size, spec.num_envs, spec.obs_shape, action_shape, action_dtype, device)
+    else:
+        replay = ReplayBuffer(cfg.buffer_size, spec.obs_shape, action_shape, action_dtype, device,
+                              obs_dtype=dtype)
     log.info("replay buffer: %s transitions, %.1f MB on %s", f"{replay.capacity:,}",
              replay.nbytes / 2**20, device)
     return replay

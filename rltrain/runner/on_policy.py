@@ -8,6 +8,7 @@ from functools import partial
 
 import torch
 
+from rltrain.buffers.replay import obs_storage_dtype
 from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.context import LoopContext
@@ -22,7 +23,8 @@ def run_on_policy(ctx: LoopContext) -> None:
     action_shape = () if spec.action_kind == "discrete" else (spec.action_dim,)
     action_dtype = torch.long if spec.action_kind == "discrete" else torch.float32
     make_buffer = partial(RolloutBuffer, num_envs=spec.num_envs, obs_shape=spec.obs_shape,
-                          action_shape=action_shape, action_dtype=action_dtype, device=ctx.device)
+                          action_shape=action_shape, action_dtype=action_dtype, device=ctx.device,
+                          obs_dtype=obs_storage_dtype(ctx.obs.dtype))
     buf = make_buffer(n_steps)
     log_budget(state, n_steps, spec.num_envs)
     obs = ctx.obs

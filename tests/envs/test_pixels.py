@@ -56,18 +56,19 @@ def test_rgb_array_render_enlarges_the_newest_frame():
     assert PixelCartPole().render() is None
 
 
-def test_vec_env_of_the_pixel_env_reports_uint8_pixels_and_float_obs():
+def test_vec_env_of_the_pixel_env_reports_uint8_pixels_and_keeps_them_uint8():
     env = make_env(EnvConfig(id=PIXEL_ID, num_envs=2), "cpu")
     try:
         assert env.spec.obs_shape == (40, 40, 3) and env.spec.pixels
         obs = env.reset(seed=0)
-        assert obs.dtype == torch.float32 and obs.shape == (2, 40, 40, 3) and obs.max() == 255
+        assert obs.dtype == torch.uint8 and obs.shape == (2, 40, 40, 3) and obs.max() == 255
         res = env.step(torch.tensor([0, 1]))
         assert res.final_obs.shape == (2, 40, 40, 3)
+        assert res.obs.dtype == res.final_obs.dtype == torch.uint8
     finally:
         env.close()
     vector = make_env(EnvConfig(id="CartPole-v1", num_envs=1), "cpu")
-    assert not vector.spec.pixels
+    assert not vector.spec.pixels and vector.reset(seed=0).dtype == torch.float32
     vector.close()
 
 
