@@ -1,104 +1,282 @@
-"""Learning-quality benchmark: final deterministic eval per (algo, env) over seeds, with medians.
+"""Learning-quality benchmark: rltrain's tuned presets against SB3 with RL-Zoo's settings.
 
-    python benchmarks/quality.py                         # every task below, seeds 0 1 2
-    python benchmarks/quality.py --tasks ppo:CartPole-v1 --seeds 0 1
+    python benchmarks/quality.py                                   # every task, both sides, seeds 0-2
+    python benchmarks/quality.py --tasks dqn:MountainCar-v0 --sides sb3 --seeds 0 1
+    python benchmarks/quality.py --report                          # only rewrite quality.md
 
-Each run uses the tuned preset and its budget (the issue's thresholds are listed per task), ends
-with a 10-episode deterministic evaluation, and is timed wall-clock (evaluations included).
-Writes benchmarks/results/quality.json and quality.md.
+Each task (algo, env id) trains for the same env-step budget on both sides: rltrain with its tuned
+preset (conf/tuned/), Stable-Baselines3 with RL-Zoo's hyperparameters (benchmarks/sb3_side.py).
+Every run ends with a final deterministic evaluation of 10 episodes; `seconds` is the training
+wall-clock (rltrain: evaluation episodes off the clock, periodic evaluation off; SB3: the
+`learn()` call). Results are merged into benchmarks/results/quality.json keyed by task, side and
+seed (a rerun replaces that one entry), so runs split across sessions accumulate;
+quality.md is regenerated from everything in the json. A task passes when its rltrain median
+reaches the floor and, where the task says so, the SB3 median too.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import statistics
 import sys
-import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-# (algo, env id) -> (env-step budget, threshold on the median final eval)
-TASKS: dict[tuple[str, str], tuple[int, float]] = {
-    ("ppo", "CartPole-v1"): (100_000, 475.0),
-    ("ppo", "Pendulum-v1"): (100_000, -200.0),
-    ("sac", "Pendulum-v1"): (20_000, -200.0),
-    ("td3", "Pendulum-v1"): (20_000, -200.0),
-    ("ddpg", "Pendulum-v1"): (20_000, -200.0),
-    ("dqn", "CartPole-v1"): (50_000, 475.0),
-    ("a2c", "CartPole-v1"): (500_000, 475.0),
+SIDES = ("rltrain", "sb3")
+DEFAULT_SEEDS = (0, 1, 2)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One benchmark row: the budget both sides train for and what the rltrain median must reach."""
+
+    budget: int
+    floor: float
+    beat_sb3: bool = False
+    """The rltrain median must also be >= the SB3 median."""
+    preset: str | None = None
+    """The conf/tuned/ preset to apply explicitly (None: the one the `env` option picks)."""
+    env_overrides: tuple[str, ...] = ()
+    """How the rltrain side selects the env (default: `env=<id>`)."""
+    note: str = ""
+    overrides: tuple[str, ...] = field(default=())
+    """Extra rltrain overrides."""
+
+
+# (algo, env id) -> Task. The issue's table, then the CartPole / Pendulum rows kept from before.
+TASKS: dict[tuple[str, str], Task] = {
+    ("sac", "HalfCheetah-v5"): Task(100_000, 3000.0, beat_sb3=True, preset="sac_halfcheetah"),
+    ("sac", "Hopper-v5"): Task(100_000, 1000.0, beat_sb3=True, preset="sac_hopper"),
+    ("ppo", "HalfCheetah-v5"): Task(1_000_000, 1500.0, beat_sb3=True, preset="ppo_halfcheetah"),
+    ("ppo", "LunarLander-v3"): Task(1_000_000, 200.0, preset="ppo_lunarlander"),
+    ("dqn", "LunarLander-v3"): Task(100_000, 100.0, preset="dqn_lunarlander"),
+    ("sac", "LunarLanderContinuous-v3"): Task(300_000, 200.0, preset="sac_lunarlander_continuous"),
+    ("sac", "MountainCarContinuous-v0"): Task(50_000, 90.0, preset="sac_mountaincar_continuous"),
+    ("dqn", "MountainCar-v0"): Task(120_000, -110.0, preset="dqn_mountaincar"),
+    ("ppo", "ALE/Breakout-v5"): Task(250_000, 8.0, preset="ppo_atari",
+                                     env_overrides=("env.id=ALE/Breakout-v5",),
+                                     note="1M frames = 250k agent steps (frame skip 4)"),
+    ("ppo", "CartPole-v1"): Task(100_000, 475.0),
+    ("ppo", "Pendulum-v1"): Task(100_000, -200.0),
+    ("sac", "Pendulum-v1"): Task(20_000, -200.0),
+    ("td3", "Pendulum-v1"): Task(20_000, -200.0),
+    ("ddpg", "Pendulum-v1"): Task(20_000, -200.0),
+    ("dqn", "CartPole-v1"): Task(50_000, 475.0),
+    ("a2c", "CartPole-v1"): Task(500_000, 475.0),
 }
 
 
-def run_one(algo: str, env: str, seed: int, budget: int, out: Path) -> dict:
-    """Train one seed with the tuned preset; returns final eval and wall-clock seconds."""
-    from rltrain.api import train
-
-    t0 = time.perf_counter()
-    result = train([f"algo={algo}", f"env={env}", f"seed={seed}", f"total_timesteps={budget}",
-                    "eval.episodes=10", "progress=off", "logger=none"], run_dir=out)
-    return {"algo": algo, "env": env, "seed": seed, "final_eval": result["mean_reward"],
-            "seconds": time.perf_counter() - t0, "budget": budget}
+def task_key(algo: str, env: str) -> str:
+    """The task's name on the command line and in the json: `algo:env`."""
+    return f"{algo}:{env}"
 
 
-def summarize(runs: list[dict]) -> list[dict]:
-    """Median final eval and seconds per task, with pass/fail against the threshold."""
+def parse_task(text: str) -> tuple[str, str]:
+    """`algo:env` -> (algo, env); the env id may hold a slash (`ppo:ALE/Breakout-v5`)."""
+    algo, sep, env = text.partition(":")
+    if not sep or (algo, env) not in TASKS:
+        known = ", ".join(task_key(a, e) for a, e in TASKS)
+        raise SystemExit(f"unknown task {text!r}; known: {known}")
+    return algo, env
+
+
+def rltrain_overrides(algo: str, env: str, seed: int) -> list[str]:
+    """The command line of the rltrain side (what a user would type), budget included."""
+    task = TASKS[(algo, env)]
+    ov = [f"algo={algo}", *(task.env_overrides or (f"env={env}",))]
+    if task.preset is not None:
+        ov.append(f"tuned={task.preset}")
+    return [*ov, f"seed={seed}", f"total_timesteps={task.budget}", "eval.freq=0",
+            "eval.episodes=10", "checkpoint.freq=0", "progress=off", "logger=none",
+            *task.overrides]
+
+
+def run_rltrain(algo: str, env: str, seed: int) -> dict:
+    """Train one seed with the tuned preset; final eval and training seconds (eval off the clock)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from rltrain_side import timed_run
+
+    from rltrain.compose import compose_train_config
+
+    cfg = compose_train_config(rltrain_overrides(algo, env, seed))
+    run = timed_run(cfg)
+    return {"final_eval": float(run["final"]["mean_reward"]), "seconds": run["train_seconds"],
+            "budget": TASKS[(algo, env)].budget, "preset": cfg.preset}
+
+
+def run_sb3(algo: str, env: str, seed: int) -> dict:
+    """Train one seed of SB3 with RL-Zoo's hyperparameters for the task's budget."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from sb3_side import run_sb3_final
+
+    return run_sb3_final(algo, env, seed, TASKS[(algo, env)].budget, eval_episodes=10)
+
+
+def has_side(algo: str, env: str, side: str) -> bool:
+    """Whether `side` can run the task (SB3 needs an RL-Zoo entry in sb3_side.RL_ZOO)."""
+    if side == "rltrain":
+        return True
+    sys.path.insert(0, str(Path(__file__).parent))
+    from sb3_side import RL_ZOO
+
+    return (algo, env) in RL_ZOO
+
+
+# ---- results: merge, summarize, markdown (pure functions, tested without training) ----------
+
+def empty_results() -> dict:
+    return {"runs": {}}
+
+
+def load_results(path: Path) -> dict:
+    """The json at `path` ({"runs": {task: {side: {seed: record}}}}); the older list format
+    (one rltrain record per run, seconds with evaluations included) is read as rltrain runs."""
+    if not path.exists():
+        return empty_results()
+    data = json.loads(path.read_text())
+    runs = data.get("runs", {})
+    if isinstance(runs, list):  # before the SB3 side: [{"algo", "env", "seed", ...}]
+        legacy = empty_results()
+        for r in runs:
+            record = {"final_eval": r["final_eval"], "seconds": r["seconds"],
+                      "budget": r["budget"], "date": r.get("date", "earlier (seconds incl. evals)"),
+                      "note": "seconds include evaluations"}
+            merge(legacy, task_key(r["algo"], r["env"]), "rltrain", r["seed"], record)
+        return legacy
+    return {"runs": runs}
+
+
+def merge(results: dict, task: str, side: str, seed: int, record: dict) -> dict:
+    """Put one run's record into `results` (replacing that task/side/seed's previous one)."""
+    results.setdefault("runs", {}).setdefault(task, {}).setdefault(side, {})[str(seed)] = record
+    return results
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def summarize(results: dict, seeds: tuple[int, ...] = DEFAULT_SEEDS) -> list[dict]:
+    """One row per task of TASKS that has at least one run: per side the per-seed finals and
+    seconds (None where missing), medians over the seeds that ran, the time ratio rltrain/SB3,
+    and `status`: "pass", "FAIL" or "missing" (a seed or a needed side has not run yet)."""
     rows = []
-    for (algo, env), (budget, threshold) in TASKS.items():
-        mine = [r for r in runs if r["algo"] == algo and r["env"] == env]
-        if not mine:
+    for (algo, env), task in TASKS.items():
+        key = task_key(algo, env)
+        runs = results.get("runs", {}).get(key)
+        if not runs:
             continue
-        median = statistics.median(r["final_eval"] for r in mine)
-        rows.append({"task": f"{algo} {env}", "budget": budget, "threshold": threshold,
-                     "finals": [round(r["final_eval"], 1) for r in mine],
-                     "median_final": median,
-                     "seconds": [round(r["seconds"], 1) for r in mine],
-                     "median_seconds": statistics.median(r["seconds"] for r in mine),
-                     "pass": median >= threshold})
+        row: dict = {"task": key, "budget": task.budget, "floor": task.floor,
+                     "beat_sb3": task.beat_sb3, "note": task.note, "sides": {}}
+        for side in SIDES:
+            mine = runs.get(side, {})
+            all_seeds = sorted({*seeds, *(int(s) for s in mine)})
+            finals = {s: mine[str(s)]["final_eval"] if str(s) in mine else None for s in all_seeds}
+            secs = {s: mine[str(s)]["seconds"] if str(s) in mine else None for s in all_seeds}
+            got = [v for v in finals.values() if v is not None]
+            row["sides"][side] = {
+                "finals": finals, "seconds": secs,
+                "median_final": _median(got),
+                "median_seconds": _median([v for v in secs.values() if v is not None]),
+                "complete": all(str(s) in mine for s in seeds),
+                "dates": sorted({mine[s].get("date", "?") for s in mine}),
+            }
+        ours, theirs = row["sides"]["rltrain"], row["sides"]["sb3"]
+        row["time_ratio"] = (ours["median_seconds"] / theirs["median_seconds"]
+                             if ours["median_seconds"] and theirs["median_seconds"] else None)
+        needed = [ours, theirs] if task.beat_sb3 else [ours]
+        if not all(side["complete"] for side in needed):
+            row["status"] = "missing"
+        else:
+            ok = ours["median_final"] >= task.floor
+            if task.beat_sb3:
+                ok = ok and ours["median_final"] >= theirs["median_final"]
+            row["status"] = "pass" if ok else "FAIL"
+        rows.append(row)
     return rows
 
 
+def _side_cell(side: dict) -> str:
+    if not side["dates"]:
+        return "missing"
+    finals = ", ".join("missing" if v is None else f"{v:.1f}" for v in side["finals"].values())
+    secs = ", ".join("missing" if v is None else f"{v:.0f}" for v in side["seconds"].values())
+    return f"**{side['median_final']:.1f}** [{finals}]; {side['median_seconds']:.0f} s [{secs}]"
+
+
 def markdown(rows: list[dict]) -> str:
-    """The summary as a markdown table."""
-    lines = ["| task | budget | per-seed final eval | median | threshold | pass | seconds (median) |",
-             "|---|---|---|---|---|---|---|"]
+    """The summary as a markdown table: a column per side (median final eval, per-seed finals,
+    median and per-seed training seconds), the time ratio, the floor, pass/fail, run dates."""
+    lines = [
+        "Final deterministic eval (10 episodes) after the budget; **median** [per seed], then "
+        "training seconds median [per seed]. rltrain: tuned preset; SB3: RL-Zoo's settings. "
+        "time ratio = rltrain / SB3 median seconds.",
+        "",
+        "| task | budget | rltrain | SB3 (RL-Zoo) | time ratio | floor | status | run dates |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['task']} | {r['budget']:,} | {r['finals']} | {r['median_final']:.1f} | "
-                     f"≥ {r['threshold']:g} | {'yes' if r['pass'] else 'NO'} | "
-                     f"{r['seconds']} ({r['median_seconds']:.1f}) |")
+        floor = f"≥ {r['floor']:g}" + (" and ≥ SB3" if r["beat_sb3"] else "")
+        ratio = "missing" if r["time_ratio"] is None else f"{r['time_ratio']:.2f}"
+        dates = sorted({d for side in r["sides"].values() for d in side["dates"]})
+        task = r["task"] + (f" ({r['note']})" if r["note"] else "")
+        lines.append(f"| {task} | {r['budget']:,} | {_side_cell(r['sides']['rltrain'])} | "
+                     f"{_side_cell(r['sides']['sb3'])} | {ratio} | {floor} | {r['status']} | "
+                     f"{', '.join(dates)} |")
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the selected tasks and seeds sequentially; exit 1 if a median misses its threshold."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="*", default=[f"{a}:{e}" for a, e in TASKS],
-                        help="algo:env pairs, e.g. ppo:CartPole-v1")
-    parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
-    parser.add_argument("--out", default="benchmarks/results")
-    args = parser.parse_args(argv)
-    from rltrain.registry import ALGOS
-
-    runs = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for task in args.tasks:
-            algo, env = task.split(":")
-            if algo not in ALGOS:
-                print(f"skip {task}: algo {algo!r} is not available", file=sys.stderr)
-                continue
-            budget = TASKS[(algo, env)][0]
-            for seed in args.seeds:
-                run = run_one(algo, env, seed, budget, Path(tmp) / f"{algo}-{env}-{seed}")
-                print(f"{algo} {env} seed {seed}: final eval {run['final_eval']:.1f} "
-                      f"in {run['seconds']:.1f} s", flush=True)
-                runs.append(run)
-    rows = summarize(runs)
-    out = Path(args.out)
+def write(results: dict, out: Path) -> list[dict]:
+    """Write quality.json (results + summary) and quality.md; returns the summary rows."""
+    rows = summarize(results)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "quality.json").write_text(json.dumps({"runs": runs, "summary": rows}, indent=2))
+    tmp = out / "quality.json.tmp"
+    tmp.write_text(json.dumps({**results, "summary": rows}, indent=2) + "\n")
+    tmp.replace(out / "quality.json")
     (out / "quality.md").write_text(markdown(rows) + "\n")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected tasks, sides and seeds one at a time, merging each result as it lands;
+    exit 1 if a complete task fails its floor."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="*", default=[task_key(a, e) for a, e in TASKS],
+                        help="algo:env pairs, e.g. ppo:CartPole-v1 dqn:MountainCar-v0")
+    parser.add_argument("--seeds", nargs="*", type=int, default=list(DEFAULT_SEEDS))
+    parser.add_argument("--sides", nargs="*", default=list(SIDES), choices=SIDES)
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--report", action="store_true", help="only regenerate quality.md")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    path = out / "quality.json"
+    tasks = [parse_task(t) for t in args.tasks]
+    if not args.report:
+        from rltrain.registry import ALGOS
+
+        for algo, env in tasks:
+            for side in args.sides:
+                if side == "rltrain" and algo not in ALGOS:
+                    print(f"skip {algo}:{env} rltrain: algo {algo!r} is not available", file=sys.stderr)
+                    continue
+                if not has_side(algo, env, side):
+                    print(f"skip {algo}:{env} {side}: no RL-Zoo entry", file=sys.stderr)
+                    continue
+                for seed in args.seeds:
+                    t0 = time.perf_counter()
+                    record = (run_rltrain if side == "rltrain" else run_sb3)(algo, env, seed)
+                    record["date"] = datetime.date.today().isoformat()
+                    record["wall_seconds"] = time.perf_counter() - t0
+                    print(f"{algo}:{env} {side} seed {seed}: final eval {record['final_eval']:.1f}"
+                          f", training {record['seconds']:.1f} s", flush=True)
+                    results = load_results(path)  # reread: another process may have merged
+                    write(merge(results, task_key(algo, env), side, seed, record), out)
+    rows = write(load_results(path), out)
     print(markdown(rows))
-    return 0 if all(r["pass"] for r in rows) else 1
+    return 1 if any(r["status"] == "FAIL" for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -63,10 +63,75 @@ RL_ZOO: dict[tuple[str, str], dict[str, Any]] = {
         "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
         "policy_kwargs": {"net_arch": [256, 256]},
     },
+    # The quality benchmark's rows (benchmarks/quality.py). RL-Zoo has MuJoCo entries for -v4
+    # only; the -v5 rows use them (same dynamics, observations and rewards up to v5's fixes).
+    ("sac", "HalfCheetah-v5"): {  # HalfCheetah-v4: &mujoco-defaults
+        "n_timesteps": 1e6, "policy": "MlpPolicy", "learning_starts": 10000,
+    },
+    ("sac", "Hopper-v5"): {  # Hopper-v4: <<: *mujoco-defaults
+        "n_timesteps": 1e6, "policy": "MlpPolicy", "learning_starts": 10000,
+    },
+    ("ppo", "HalfCheetah-v5"): {  # HalfCheetah-v4
+        "normalize": True, "n_envs": 1, "policy": "MlpPolicy", "n_timesteps": 1e6,
+        "batch_size": 64, "n_steps": 512, "gamma": 0.98, "learning_rate": 2.0633e-05,
+        "ent_coef": 0.000401762, "clip_range": 0.1, "n_epochs": 20, "gae_lambda": 0.92,
+        "max_grad_norm": 0.8, "vf_coef": 0.58096,
+        "policy_kwargs": {"log_std_init": -2, "ortho_init": False, "activation_fn": "ReLU",
+                          "net_arch": {"pi": [256, 256], "vf": [256, 256]}},
+    },
+    ("ppo", "LunarLander-v3"): {
+        "n_envs": 16, "n_timesteps": 1e6, "policy": "MlpPolicy", "n_steps": 1024,
+        "batch_size": 64, "gae_lambda": 0.98, "gamma": 0.999, "n_epochs": 4, "ent_coef": 0.01,
+    },
+    ("dqn", "LunarLander-v3"): {
+        "n_timesteps": 1e5, "policy": "MlpPolicy", "learning_rate": 6.3e-4, "batch_size": 128,
+        "buffer_size": 50000, "learning_starts": 0, "gamma": 0.99,
+        "target_update_interval": 250, "train_freq": 4, "gradient_steps": -1,
+        "exploration_fraction": 0.12, "exploration_final_eps": 0.1,
+        "policy_kwargs": {"net_arch": [256, 256]},
+    },
+    ("sac", "LunarLanderContinuous-v3"): {
+        "n_timesteps": 5e5, "policy": "MlpPolicy", "batch_size": 256,
+        "learning_rate": "lin_7.3e-4", "buffer_size": 1000000, "ent_coef": "auto",
+        "gamma": 0.99, "tau": 0.01, "train_freq": 1, "gradient_steps": 1,
+        "learning_starts": 10000, "policy_kwargs": {"net_arch": [400, 300]},
+    },
+    ("sac", "MountainCarContinuous-v0"): {
+        "n_timesteps": 50000, "policy": "MlpPolicy", "learning_rate": 3e-4,
+        "buffer_size": 50000, "batch_size": 512, "ent_coef": 0.1, "train_freq": 32,
+        "gradient_steps": 32, "gamma": 0.9999, "tau": 0.01, "learning_starts": 0,
+        "use_sde": True,
+        "policy_kwargs": {"log_std_init": -3.67, "net_arch": [64, 64], "use_expln": True},
+    },
+    ("dqn", "MountainCar-v0"): {
+        "n_timesteps": 120000, "policy": "MlpPolicy", "learning_rate": 4e-3, "batch_size": 128,
+        "buffer_size": 10000, "learning_starts": 1000, "gamma": 0.98,
+        "target_update_interval": 600, "train_freq": 16, "gradient_steps": 8,
+        "exploration_fraction": 0.2, "exploration_final_eps": 0.07,
+        "policy_kwargs": {"net_arch": [256, 256]},
+    },
+    ("ppo", "ALE/Breakout-v5"): {  # the `atari` entry (every ALE game)
+        "env_wrapper": ["stable_baselines3.common.atari_wrappers.AtariWrapper"],
+        "frame_stack": 4, "policy": "CnnPolicy", "n_envs": 8, "n_steps": 128, "n_epochs": 4,
+        "batch_size": 256, "n_timesteps": 1e7, "learning_rate": "lin_2.5e-4",
+        "clip_range": "lin_0.1", "vf_coef": 0.5, "ent_coef": 0.01,
+    },
+    ("dqn", "ALE/Breakout-v5"): {  # the `atari` entry (every ALE game)
+        "env_wrapper": ["stable_baselines3.common.atari_wrappers.AtariWrapper"],
+        "frame_stack": 4, "policy": "CnnPolicy", "n_timesteps": 1e7, "buffer_size": 100000,
+        "learning_rate": 1e-4, "batch_size": 32, "learning_starts": 100000,
+        "target_update_interval": 1000, "train_freq": 4, "gradient_steps": 1,
+        "exploration_fraction": 0.1, "exploration_final_eps": 0.01,
+        "optimize_memory_usage": False,
+    },
 }
+# SB3's AtariWrapper skips frames itself (MaxAndSkip, 4); ALE/*-v5 ids skip 4 by default, so the
+# base env is made with frameskip=1 (what `*NoFrameskip-v4` was). Sticky actions (v5's 0.25) stay.
+ATARI_ENV_KWARGS = {"frameskip": 1}
 
 # Keys RL-Zoo consumes itself instead of passing them to the model constructor.
-ZOO_ONLY = ("n_envs", "n_timesteps", "normalize", "noise_type", "noise_std", "frame_stack")
+ZOO_ONLY = ("n_envs", "n_timesteps", "normalize", "noise_type", "noise_std", "frame_stack",
+            "env_wrapper")
 BUDGETS = ("full", "until_solved_plus")
 
 
@@ -102,6 +167,11 @@ def model_kwargs(hp: dict[str, Any], n_actions: int | None) -> dict[str, Any]:
     for key in ("learning_rate", "clip_range", "clip_range_vf"):
         if isinstance(kwargs.get(key), str):  # "lin_0.001"
             kwargs[key] = LinearSchedule(float(kwargs[key].split("_")[1]))
+    if isinstance(kwargs.get("policy_kwargs", {}).get("activation_fn"), str):  # nn.ReLU in RL-Zoo
+        from torch import nn
+
+        kwargs["policy_kwargs"] = {**kwargs["policy_kwargs"],
+                                   "activation_fn": getattr(nn, kwargs["policy_kwargs"]["activation_fn"])}
     if isinstance(kwargs.get("train_freq"), list):  # [1, "episode"]
         kwargs["train_freq"] = tuple(kwargs["train_freq"])
     if hp.get("noise_type"):
@@ -116,10 +186,18 @@ def model_kwargs(hp: dict[str, Any], n_actions: int | None) -> dict[str, Any]:
 
 
 def make_envs(env_id: str, hp: dict[str, Any], n_envs: int, seed: int, training: bool) -> Any:
-    """`make_vec_env` (DummyVecEnv + Monitor, env i seeded `seed + i`), VecNormalize if asked."""
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
+    """`make_vec_env` (DummyVecEnv + Monitor, env i seeded `seed + i`), VecNormalize if asked;
+    for an Atari entry `make_atari_env` (Monitor, then AtariWrapper) and VecFrameStack."""
+    from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+    from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
 
+    if hp.get("env_wrapper"):  # RL-Zoo's `atari` entry: AtariWrapper on every env
+        import ale_py
+        import gymnasium
+
+        gymnasium.register_envs(ale_py)
+        env = make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs=ATARI_ENV_KWARGS)
+        return VecFrameStack(env, n_stack=hp.get("frame_stack", 4))
     env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     normalize = hp.get("normalize", False)
     if normalize:
@@ -245,3 +323,44 @@ def run_sb3(algo: str, env_id: str, seed: int, threshold: float, eval_every: int
     env.close()
     eval_env.close()
     return summarize_curve(clock.curve, threshold, clock.curve[-1][2], train_seconds, steps)
+
+
+def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes: int = 10,
+                  torch_threads: int = 1, device: str = "cpu") -> dict[str, Any]:
+    """Train SB3 with RL-Zoo's hyperparameters for `budget` env steps, then evaluate once.
+
+    `learn(budget)`: RL-Zoo's linear schedules (`lin_X`, DQN's exploration fraction) decay over
+    the benchmark's budget, as they would with `--n-timesteps budget`. The final evaluation is
+    `eval_episodes` deterministic episodes on one separate env (for Atari: the whole game, all
+    lives, unclipped rewards, read from the Monitor under AtariWrapper). Returns final_eval,
+    seconds (the `learn()` call only) and budget.
+    """
+    require_sb3()
+    import torch
+    from stable_baselines3 import A2C, DQN, PPO, SAC, TD3
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.utils import set_random_seed
+    from stable_baselines3.common.vec_env import sync_envs_normalization
+
+    from rltrain.errors import UserError
+
+    if (algo, env_id) not in RL_ZOO:
+        raise UserError(f"no RL-Zoo entry for {algo} on {env_id}; known: {sorted(RL_ZOO)}")
+    hp = RL_ZOO[(algo, env_id)]
+    torch.set_num_threads(torch_threads)
+    set_random_seed(seed)
+    env = make_envs(env_id, hp, hp.get("n_envs", 1), seed, training=True)
+    shape = env.action_space.shape
+    kwargs = model_kwargs(hp, shape[0] if shape else None)
+    algo_cls = {"ppo": PPO, "a2c": A2C, "sac": SAC, "td3": TD3, "dqn": DQN}[algo]
+    model = algo_cls(env=env, seed=seed, verbose=0, device=device, **kwargs)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=int(budget))
+    seconds = time.perf_counter() - t0
+    eval_env = make_envs(env_id, hp, 1, seed + 10_000, training=False)
+    sync_envs_normalization(env, eval_env)  # no-op without VecNormalize
+    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True)
+    env.close()
+    eval_env.close()
+    return {"final_eval": float(mean), "seconds": seconds, "budget": int(budget),
+            "steps": int(model.num_timesteps)}

@@ -173,7 +173,7 @@ def export_command(argv: list[str]) -> dict:
     result = export_policy(cfg.ckpt, cfg.format, cfg.out, cfg.check_samples, cfg.seed, named)
     dtype = "int64" if result["action_kind"] == "discrete" else "float32"
     folded = ", normalization folded in" if result["normalized_obs"] else ""
-    print(f"export: wrote {result['path']} ({result['format']}): float32 obs "
+    print(f"export: wrote {result['path']} ({result['format']}): {result.get('obs_dtype', 'float32')} obs "
           f"{_batch_shape(result['obs_shape'])} -> {dtype} env action "
           f"{_batch_shape(result['action_shape'])}{folded}")
     if not result["ok"]:

@@ -35,13 +35,32 @@ from rltrain.loggers.config import (  # noqa: F401
 )
 from rltrain.nets.config import check_net
 
-# Short names for the environments that ship a YAML; the gymnasium id works as well.
+# Short names of common environments (`env=halfcheetah`); the gymnasium id works as well. An
+# alias with a YAML in conf/env/ takes its values from it, any other one is just its id. Tuned
+# presets are named `<algo>_<alias>` (`<algo>_atari` for every ALE game: `preset_env_name`).
 ENV_ALIASES: dict[str, str] = {
     "pendulum": "Pendulum-v1",
     "cartpole": "CartPole-v1",
     "acrobot": "Acrobot-v1",
     "mountaincar": "MountainCar-v0",
     "mountaincar_continuous": "MountainCarContinuous-v0",
+    "lunarlander": "LunarLander-v3",
+    "lunarlander_continuous": "LunarLanderContinuous-v3",
+    "bipedalwalker": "BipedalWalker-v3",
+    "halfcheetah": "HalfCheetah-v5",
+    "hopper": "Hopper-v5",
+    "walker2d": "Walker2d-v5",
+    "ant": "Ant-v5",
+    "humanoid": "Humanoid-v5",
+    "breakout": "ALE/Breakout-v5",
+    "pong": "ALE/Pong-v5",
+    "spaceinvaders": "ALE/SpaceInvaders-v5",
+    "seaquest": "ALE/Seaquest-v5",
+    "qbert": "ALE/Qbert-v5",
+    "beamrider": "ALE/BeamRider-v5",
+    "enduro": "ALE/Enduro-v5",
+    "asteroids": "ALE/Asteroids-v5",
+    "mspacman": "ALE/MsPacman-v5",
 }
 
 
@@ -53,6 +72,35 @@ class WrapperConfig:
     """A class of `gymnasium.wrappers` (`ClipReward`) or `module:Class`."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the wrapper (after the env)."""
+
+
+@dataclass
+class AtariConfig:
+    """The standard Atari preprocessing of `ALE/<Game>-v5` ids (`rltrain/envs/atari.py`)."""
+
+    preprocess: str = "auto"
+    """`auto` (on for ALE ids, off otherwise), `true` or `false`. On, the ALE env is made with
+    `frameskip=1` and the wrappers below are applied; off, the raw env (210x160 RGB)."""
+    noop_max: int = 30
+    """On reset, take a random number (1..noop_max, from the env's seeded RNG) of NOOP actions
+    (0 disables)."""
+    frame_skip: int = 4
+    """Repeat each action this many frames, summing rewards; the observation is the max over
+    the last two frames (>= 1)."""
+    screen_size: int = 84
+    """Observations are resized to screen_size x screen_size (cv2.INTER_AREA; >= 1)."""
+    grayscale: bool = True
+    """Grayscale observations (false: RGB)."""
+    terminal_on_life_loss: bool = True
+    """Training only: losing a life ends the training episode (`terminated`) while the game
+    goes on; episode statistics and evaluation still count whole games."""
+    clip_reward: bool = True
+    """Training only: rewards become their sign (-1, 0, 1); statistics report the game score."""
+    frame_stack: int = 4
+    """Stack the last frame_stack frames, channels first and newest last: `[k, 84, 84]`
+    (grayscale; RGB gives `[3k, 84, 84]`); 0 disables."""
+    fire_reset: bool = True
+    """Press FIRE after each reset in games whose actions include FIRE."""
 
 
 @dataclass
@@ -72,8 +120,10 @@ class EnvConfig:
     wrappers: list[WrapperConfig] = field(default_factory=list)
     """Gymnasium wrappers around each env, innermost first:
     `[{name: ClipReward, kwargs: {min_reward: -1, max_reward: 1}}]`."""
-    num_envs: int = 8
-    """Number of parallel environments."""
+    num_envs: int | None = None
+    """Number of parallel environments. Unset (null), the algorithm's family chooses: 1 for
+    the off-policy ones (DQN, DDPG, TD3, SAC: one gradient step per env step), 8 for PPO and
+    A2C; a tuned preset or the command line sets it otherwise."""
     vectorization: str = "sync"
     """`sync` (one process) or `async` (one subprocess per env)."""
     normalize_obs: bool = False
@@ -87,6 +137,8 @@ class EnvConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments passed to `gymnasium.make`, the factory or the native env (add
     one on the command line with `+env.kwargs.name=value`)."""
+    atari: AtariConfig = field(default_factory=AtariConfig)
+    """Atari preprocessing (no-op reset, frame skip, 84x84 grayscale, frame stack, ...)."""
 
 
 @dataclass
@@ -243,32 +295,59 @@ def _yaml_names(group: str) -> set[str]:
     return {p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml")}
 
 
+def preset_env_name(option: str) -> str | None:
+    """The `<env>` of the tuned presets `conf/tuned/<algo>_<env>.yaml` that apply to the env
+    option `option`: an alias names itself and its gymnasium id names the alias
+    (`HalfCheetah-v5` -> `halfcheetah`), every Atari game (`ALE/...` id or alias) is `atari`;
+    None for any other id. A preset file that does not exist simply means no preset."""
+    from rltrain.envs.families import family_of
+
+    gym_id = ENV_ALIASES.get(option, option)
+    if family_of(gym_id) == "atari":
+        return "atari"
+    if option in ENV_ALIASES:
+        return option
+    return next((short for short, i in ENV_ALIASES.items() if i == option), None)
+
+
+def _store_option(cs: Any, group: str, option: str, node: Any, **kw: Any) -> None:
+    """Store `node` as `group=option`; an option with `/` (`ALE/Pong-v5`) is a nested group."""
+    sub, _, name = option.rpartition("/")
+    cs.store(group=f"{group}/{sub}" if sub else group, name=name, node=node, **kw)
+
+
 def _register_env_options(cs: Any, env_ids: Iterable[str] | None) -> None:
-    """Let `env=<gymnasium id>` work: aliases of shipped YAMLs, and a generic node for the rest
-    (`env=module:EnvId` too: its module is imported, and checked, when the config is)."""
+    """Let `env=<alias>` and `env=<gymnasium id>` work: the aliases (their YAML, else their id),
+    each alias's gymnasium id forwarding to it, and a generic node for the ids named (`ALE/`
+    ids are registered on demand; `env=module:EnvId` too: its module is imported, and checked,
+    when the config is). `tuned=<algo>_<option>` forwards to the preset of `preset_env_name`,
+    so both spellings, and every Atari game, get their preset."""
     import gymnasium as gym
+
+    from rltrain.envs.families import register_on_demand
 
     env_yamls = _yaml_names("env")
     tuned = _yaml_names("tuned")
-    canonical = {gym_id: short for short, gym_id in ENV_ALIASES.items() if short in env_yamls}
-    for gym_id, short in canonical.items():
-        cs.store(group="env", name=gym_id, node={"defaults": [short]})
-        # tuned/<algo>_<gym id> forwards to tuned/<algo>_<short>, so both spellings get the preset.
-        for preset in tuned:
-            algo, _, env_name = preset.partition("_")
-            if env_name == short:
-                cs.store(
-                    group="tuned",
-                    name=f"{algo}_{gym_id}",
-                    node={"defaults": [preset]},
-                    package="_global_",
-                )
+    for short, gym_id in ENV_ALIASES.items():
+        if short not in env_yamls:
+            cs.store(group="env", name=short, node=EnvConfig(id=gym_id))
+        _store_option(cs, "env", gym_id, {"defaults": [f"/env/{short}@_here_"]})
+    for env_id in env_ids or ():
+        register_on_demand(env_id)  # ALE/ ids: only when named, as importing ale-py is slow
     named = [i for i in env_ids or () if i in gym.registry or ":" in i]
+    aliased = set(ENV_ALIASES.values())
     for gym_id in gym.registry if env_ids is None else named:
-        if gym_id in canonical or gym_id in env_yamls:
-            continue
-        group, _, name = gym_id.rpartition("/")
-        cs.store(group="env/" + group if group else "env", name=name, node=EnvConfig(id=gym_id))
+        if gym_id not in aliased and gym_id not in env_yamls:
+            _store_option(cs, "env", gym_id, EnvConfig(id=gym_id))
+    # preset forwards only for the options named (all of them when every id is stored)
+    named_options = {*ENV_ALIASES, *aliased} if env_ids is None else {*named, *env_ids}
+    for option in named_options:
+        env_name = preset_env_name(option)
+        for preset in tuned:
+            algo, _, preset_env = preset.partition("_")
+            if env_name is not None and preset_env == env_name and option != env_name:
+                _store_option(cs, "tuned", f"{algo}_{option}", {"defaults": ["/tuned/" + preset]},
+                              package="_global_")
 
 
 def to_train_config(cfg: DictConfig | dict, here: bool | None = None) -> TrainConfig:
@@ -312,6 +391,8 @@ def validate(cfg: TrainConfig, here: bool = True) -> TrainConfig:
     cfg.eval.freq = _as_count("eval.freq", cfg.eval.freq, allow_zero=True)
     cfg.checkpoint.freq = _as_count("checkpoint.freq", cfg.checkpoint.freq, allow_zero=True)
     cfg.logger.log_freq = _as_count("logger.log_freq", cfg.logger.log_freq, allow_zero=True)
+    if cfg.env.num_envs is None:
+        cfg.env.num_envs = default_num_envs(cfg.algo)
     _check_run(cfg, here)
     _check_env(cfg.env)
     validate_logger(cfg.logger)
@@ -322,6 +403,16 @@ def validate(cfg: TrainConfig, here: bool = True) -> TrainConfig:
     if validate_algo is not None:
         validate_algo(cfg)
     return cfg
+
+
+OFF_POLICY_NUM_ENVS, ON_POLICY_NUM_ENVS = 1, 8
+
+
+def default_num_envs(algo: AlgoConfig) -> int:
+    """`env.num_envs` when neither the command line nor a preset set it: one env for an
+    off-policy algorithm, so that its `train_freq` / `gradient_steps` count per env step (one
+    gradient step per env step by default); 8 for an on-policy one (a varied rollout)."""
+    return OFF_POLICY_NUM_ENVS if isinstance(algo, OffPolicyConfig) else ON_POLICY_NUM_ENVS
 
 
 def _check_run(cfg: TrainConfig, here: bool) -> None:
@@ -355,6 +446,27 @@ def _check_env(env: EnvConfig) -> None:
         raise UserError(f"env.vectorization={env.vectorization!r}: choose sync or async")
     if env.backend not in _ENV_BACKENDS:
         raise UserError(f"env.backend={env.backend!r}: choose {' or '.join(_ENV_BACKENDS)}")
+    check_atari(env.atari)
+
+
+_BOOLISH = {"true": True, "on": True, "yes": True, "1": True,
+            "false": False, "off": False, "no": False, "0": False}
+
+
+def atari_preprocess(env: EnvConfig, family: str | None) -> bool:
+    """Whether the Atari preprocessing applies to `env` (`family`: `envs.families.family_of`)."""
+    mode = str(env.atari.preprocess).strip().lower()
+    return family == "atari" if mode == "auto" else _BOOLISH[mode]
+
+
+def check_atari(atari: AtariConfig) -> None:
+    """The `env.atari` section: its mode and counts."""
+    if str(atari.preprocess).strip().lower() not in ("auto", *_BOOLISH):
+        raise UserError(f"env.atari.preprocess={atari.preprocess!r}: choose auto, true or false")
+    for name, low in (("noop_max", 0), ("frame_skip", 1), ("screen_size", 1), ("frame_stack", 0)):
+        value = getattr(atari, name)
+        if type(value) is not int or value < low:
+            raise UserError(f"env.atari.{name}={value!r} must be a whole number >= {low}")
 
 
 def check_algo(algo: AlgoConfig) -> None:

@@ -63,6 +63,7 @@ def table(cls: type, prefix: str) -> str:
 def render() -> str:
     """The whole reference as markdown."""
     from rltrain.config import (
+        AtariConfig,
         CheckpointConfig,
         EnvConfig,
         EvalConfig,
@@ -78,6 +79,8 @@ def render() -> str:
 
     parts = [_HEADER, "## Run (`conf/config.yaml`)", table(TrainConfig, "")]
     for title, cls, prefix in (("Environment (`env=`)", EnvConfig, "env."),
+                               ("Atari preprocessing (`env.atari.*`, ALE ids)", AtariConfig,
+                                "env.atari."),
                                ("Evaluation during training", EvalConfig, "eval."),
                                ("Checkpoints", CheckpointConfig, "checkpoint."),
                                ("Loggers (`logger=`)", LoggerConfig, "logger."),

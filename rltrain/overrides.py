@@ -160,6 +160,8 @@ def explain(exc: BaseException) -> str:
     m = re.search(r"Could not find '([^']+)'", text)
     if m is not None:
         group, _, option = m.group(1).rpartition("/")
+        if group.startswith("env/"):  # env=ALE/Pongg-v5: an id with `/`, not a nested group
+            group, option = "env", m.group(1)[len("env/"):]
         options = re.findall(r"^\t(\S+)$", text, flags=re.M)
         options = [o for o in options if not o.endswith("_schema")]
         if group == "env":

@@ -76,8 +76,9 @@ def shadowed(path: str) -> dict[str, Any]:
     if group == "logger":
         return structured(LoggerConfig)
     if group == "tuned":  # a preset is picked by <algo>_<env option>: it sits on both
-        algo, _, env = name.partition("_")
-        return train_defaults(algo, f"env/{env}.yaml")
+        algo, _, env = name.partition("_")  # an env without a YAML (halfcheetah, atari) is its id
+        env_file = f"env/{env}.yaml" if CONF.joinpath("env", f"{env}.yaml").is_file() else None
+        return train_defaults(algo, env_file)
     if group == "debug" or path == "config.yaml":
         return train_defaults()
     if path in ("eval.yaml", "export.yaml"):

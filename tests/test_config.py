@@ -13,11 +13,11 @@ from rltrain.algos.ppo import PPOConfig
 from rltrain.compose import compose_train_config, normalize_overrides, train_config_of
 from rltrain.config import (
     AlgoConfig,
-    EnvConfig,
     EvalRunConfig,
     ExportConfig,
     TrainConfig,
     config_to_dict,
+    default_num_envs,
     to_train_config,
 )
 from rltrain.errors import UserError
@@ -92,7 +92,7 @@ def test_env_id_on_the_command_line_drops_the_preset_of_the_env_group(extra):
     assert argv[-1] == "~tuned"
     cfg = train_config(*argv)
     assert (cfg.env.id, cfg.preset, cfg.env.num_envs, cfg.algo.gamma) == (
-        "Acrobot-v1", None, EnvConfig().num_envs, PPOConfig().gamma)
+        "Acrobot-v1", None, default_num_envs(PPOConfig()), PPOConfig().gamma)
     explicit = ["env.id=Acrobot-v1", "tuned=ppo_cartpole"]  # asked for by name: kept
     assert normalize_overrides(explicit) == explicit
 
@@ -101,7 +101,7 @@ def test_generic_gymnasium_id_composes_with_its_id_and_schema_defaults():
     cfg = train_config("env=Acrobot-v1")
     assert cfg.env.id == "Acrobot-v1"
     assert cfg.preset is None
-    assert (cfg.env.num_envs, cfg.algo.gamma) == (EnvConfig().num_envs, PPOConfig().gamma)
+    assert (cfg.env.num_envs, cfg.algo.gamma) == (default_num_envs(PPOConfig()), PPOConfig().gamma)
 
 
 def test_namespaced_gymnasium_id_composes_into_the_env_group():
@@ -167,6 +167,7 @@ TUNED = sorted(p.name[:-5] for p in resources.files("rltrain.conf").joinpath("tu
 @pytest.mark.parametrize("preset", TUNED)
 def test_every_tuned_preset_composes_and_validates(preset):
     algo, _, env = preset.partition("_")
+    env = "ALE/Breakout-v5" if env == "atari" else env  # <algo>_atari applies to every ALE game
     cfg = train_config(f"algo={algo}", f"env={env}")
     assert cfg.preset == preset and cfg.algo.name == algo
 

@@ -28,10 +28,12 @@ from rltrain.types import EnvSpec, Metrics, TransitionBatch
 
 @dataclass
 class DQNConfig(OffPolicyConfig):
-    """DQN hyperparameters (names and defaults follow Stable-Baselines3)."""
+    """DQN hyperparameters (names follow Stable-Baselines3). The defaults are for a run without
+    a tuned preset on a small task (classic control, one env, one gradient step per env step);
+    Atari's values live in `conf/tuned/dqn_atari.yaml`."""
 
     name: str = "dqn"
-    lr: float = 1e-4
+    lr: float = 6.3e-4
     """Adam learning rate of the Q-network (at step 0 when it decays)."""
     lr_final: float = 0.0
     """Learning rate reached after `lr_decay_steps` env steps."""
@@ -41,22 +43,24 @@ class DQNConfig(OffPolicyConfig):
     """Hidden layer widths of the Q-network (unless `net.*` sets them)."""
     activation: str = "relu"
     """Hidden activation of the Q-network (unless `net.activation` is set)."""
-    batch_size: int = 32
+    buffer_size: int = 100_000
+    """Replay capacity in transitions (preallocated on the training device)."""
+    learning_starts: int = 1_000
+    """Env steps of uniform random actions before learning starts."""
+    batch_size: int = 128
     """Transitions per gradient step."""
-    train_freq: int = 4
-    """Train every this many vector-env steps."""
     tau: float = 1.0
     """Polyak coefficient: < 1 blends the target every gradient step; 1.0 copies it every
     `target_update_interval` env steps."""
-    target_update_interval: int = 10_000
+    target_update_interval: int = 250
     """Env steps between hard target copies (used only when tau = 1.0)."""
     exploration_initial_eps: float = 1.0
     """ε of the ε-greedy policy at step 0."""
     exploration_final_eps: float = 0.05
     """ε once the decay is over."""
-    exploration_steps: int = 100_000
+    exploration_steps: int = 10_000
     """Env steps over which ε decays linearly (SB3's exploration_fraction × total_timesteps)."""
-    double_q: bool = False
+    double_q: bool = True
     """Double DQN: the online net picks argmax_a' Q(s', a'), the target net evaluates it."""
     dueling: bool = False
     """Dueling architecture: Q = V + A − mean_a A."""

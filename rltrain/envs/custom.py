@@ -30,6 +30,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from rltrain.envs.families import register_on_demand, require_extra
 from rltrain.errors import UserError
 from rltrain.text import closest
 
@@ -75,7 +76,9 @@ def resolve_env_id(env_id: str, imports: Iterable[str] = ()) -> EnvSource:
     `UserError` with the closest valid names when it names nothing."""
     import_modules(imports)
     if ":" not in env_id:
+        register_on_demand(env_id)  # ALE/ ids: registered by importing ale-py, only when used
         check_registered(env_id)
+        require_extra(env_id)  # MuJoCo, Box2D, Atari: one line naming the pip extra
         return EnvSource(env_id)
     module_name, _, name = env_id.partition(":")
     if not module_name or not name or ":" in name:

@@ -7,6 +7,10 @@ preprocessing (`envs/atari.py`), the on-demand registration of ALE ids and the o
 
 from __future__ import annotations
 
+import importlib
+
+from rltrain.errors import UserError
+
 MUJOCO_NAMES = frozenset({
     "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
     "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
@@ -26,3 +30,39 @@ def family_of(env_id: str) -> str | None:
     if name in BOX2D_NAMES:
         return "box2d"
     return None
+
+
+# family -> (what it is called, the pip extra, the modules it needs)
+EXTRAS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "atari": ("Atari (ale-py and opencv)", "atari", ("ale_py", "cv2")),
+    "mujoco": ("MuJoCo", "mujoco", ("mujoco",)),
+    "box2d": ("Box2D", "box2d", ("Box2D",)),
+}
+
+
+def require_extra(env_id: str) -> None:
+    """Raise one line naming the pip extra when a module the family of `env_id` needs is missing:
+    `HalfCheetah-v5 needs MuJoCo: pip install "rltrain[mujoco]"`. Other ids need nothing."""
+    family = family_of(env_id)
+    if family is None:
+        return
+    what, extra, modules = EXTRAS[family]
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise UserError(f'{env_id} needs {what}: pip install "rltrain[{extra}]"') from exc
+
+
+def register_on_demand(env_id: str) -> None:
+    """Make `env_id` known to gymnasium when its family registers ids on import: the `ALE/`
+    ids exist once `ale_py` is registered, which happens here, only when such an id is used
+    (importing ale-py takes most of a second). A missing extra is one line naming it."""
+    import gymnasium as gym
+
+    if family_of(env_id) != "atari" or env_id in gym.registry:
+        return
+    require_extra(env_id)
+    import ale_py
+
+    gym.register_envs(ale_py)

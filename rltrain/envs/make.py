@@ -12,7 +12,9 @@ import gymnasium as gym
 import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
-from rltrain.config import EnvConfig
+from rltrain.config import ON_POLICY_NUM_ENVS, EnvConfig
+from rltrain.envs.atari import ale_kwargs, check_atari_env, preprocessing, wrap_frames
+from rltrain.envs.atari_vec import ATARI_VEC_WRAPPERS, wrap_atari_vec
 from rltrain.envs.custom import (
     apply_wrappers,
     call_factory,
@@ -43,6 +45,7 @@ def check_env(cfg: EnvConfig) -> None:
     """Everything about `cfg` that can be checked without building an env: the id (importing
     what it names), the backend, wrapper names and the keyword arguments of factories and
     wrappers. The CLI calls this before Hydra starts, so mistakes cost no run directory."""
+    check_atari_env(cfg)
     if cfg.backend == "torch":
         if cfg.wrappers:
             raise UserError("env.wrappers wrap gymnasium envs; env.backend=torch has none "
@@ -76,7 +79,12 @@ def _make_one(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     if source.batched:
         raise UserError(f"{cfg.id} is a batched VecEnv: this needs one gymnasium env per row "
                         f"(e.g. for video)")
-    env = make_gym_env(source, dict(cfg.kwargs), cfg.max_episode_steps, render_mode)
+    if preprocessing(cfg):  # frames, not agent steps, inside: the time limit goes outside
+        env = wrap_frames(make_gym_env(source, ale_kwargs(cfg), None, render_mode), cfg)
+        if cfg.max_episode_steps is not None:
+            env = gym.wrappers.TimeLimit(env, cfg.max_episode_steps)
+    else:
+        env = make_gym_env(source, dict(cfg.kwargs), cfg.max_episode_steps, render_mode)
     return apply_wrappers(env, cfg.wrappers)
 
 
@@ -118,7 +126,10 @@ def make_env(
     Evaluation envs pass `training=False`: statistics stay frozen and rewards are not scaled.
     Image observations (3-D) refuse `normalize_obs`: the CNN encoder scales pixels itself.
     """
-    env = _make_vec(cfg, device, num_envs or cfg.num_envs)
+    # an EnvConfig never validated with its algorithm may leave num_envs unset: the old default
+    env = _make_vec(cfg, device, num_envs or cfg.num_envs or ON_POLICY_NUM_ENVS)
+    if preprocessing(cfg):
+        env = wrap_atari_vec(env, cfg, training)
     if cfg.normalize_obs and len(env.spec.obs_shape) == 3:
         env.close()
         raise UserError(f"env.normalize_obs=true would normalize each pixel of {cfg.id}'s image "
@@ -169,7 +180,7 @@ def _check_rms(state: dict, key: str, shape: tuple[int, ...], why: str) -> None:
 def _wrappers(env: VecEnv) -> list[Any]:
     """`env` and the VecEnvs it wraps (normalizers first), down to the base env (last)."""
     out = [env]
-    while isinstance(out[-1], (NormalizeObs, ScaleReward)):
+    while isinstance(out[-1], (NormalizeObs, ScaleReward, *ATARI_VEC_WRAPPERS)):
         out.append(out[-1].env)
     return out
 

@@ -25,7 +25,7 @@ class VecEnv(Protocol):
     Implemented by `GymVecEnv` (gymnasium), the native torch envs of `envs/native/`, and any
     user class built by a batched factory (`env.id=module:factory`, see `envs/custom.py`).
 
-    - `reset(seed)` -> obs `[N, *obs_shape]` float32.
+    - `reset(seed)` -> obs `[N, *obs_shape]` float32 (uint8 for uint8 pixel spaces).
     - `step(action)`: discrete actions are long `[N]`, Box actions `[N, dim]` in [-1, 1] (the env
       rescales them). Returns `StepResult`: `reward` float32 `[N]`, `terminated` / `truncated`
       bool `[N]` (never both), rows that ended already reset in `obs` (SAME_STEP autoreset),
@@ -76,6 +76,10 @@ class GymVecEnv:
 
     log_keys: tuple[str, ...] = ()
     """Top-level info keys forwarded as `info["log"][key]` (set from `logger.extra_log_keys`)."""
+    info_keys: tuple[str, ...] = ()
+    """Per-env info keys (`lives`) forwarded as `info["env_info"][key]`, float64 `[N]`: each
+    row's value this step (for a row that ended, its reset info), NaN where a row gave none.
+    `reset()` keeps the same of its reset info in `reset_info` (VecEnv wrappers read them)."""
 
     def __init__(self, venv: gym.vector.VectorEnv, device: torch.device | str = "cpu",
                  name: str = "env"):
@@ -97,7 +101,10 @@ class GymVecEnv:
             self._half_range = np.where(self._bounded, (high - low) / 2.0, 1.0)
 
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(obs, dtype=torch.float32).to(self.device)
+        """uint8 observations stay uint8 (4x less memory in buffers; networks convert them on
+        the device, see `nets/encoder.py`); every other dtype becomes float32."""
+        dtype = torch.uint8 if obs.dtype == np.uint8 else torch.float32
+        return torch.as_tensor(obs, dtype=dtype).to(self.device)
 
     def to_env_action(self, action: torch.Tensor) -> np.ndarray:
         """Map the algorithm's action to what the env accepts (see class docstring)."""
@@ -111,7 +118,7 @@ class GymVecEnv:
     def reset(self, seed: int | None = None) -> torch.Tensor:
         """Reset every env; `seed` seeds env i with `seed + i`."""
         try:
-            obs, _ = self.venv.reset(seed=seed)
+            obs, info = self.venv.reset(seed=seed)
         except (UserError, TrainingError):
             raise
         except Exception as exc:  # the user's env code: one line naming it (see EnvError)
@@ -119,6 +126,7 @@ class GymVecEnv:
         self._check_finite(obs, np.zeros(1))
         self._ep_return[:] = 0.0
         self._ep_length[:] = 0
+        self.reset_info = self._env_info(info)
         return self._obs(obs)
 
     def step(self, action: torch.Tensor) -> StepResult:
@@ -136,6 +144,8 @@ class GymVecEnv:
             for i in np.flatnonzero(info["_final_obs"]):
                 final_obs[i] = info["final_obs"][i]
         out_info: dict[str, Any] = vector_extras(info, self.log_keys)
+        if self.info_keys:
+            out_info["env_info"] = self._env_info(info)
         self._ep_return += reward
         self._ep_length += 1
         done = terminated | truncated
@@ -157,6 +167,15 @@ class GymVecEnv:
             final_obs=self._obs(final_obs),
             info=out_info,
         )
+
+    def _env_info(self, info: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The `info_keys` columns of a vector `info` (see `info_keys`)."""
+        out = {}
+        for key in self.info_keys:
+            if key in info:
+                values = np.asarray(info[key], dtype=np.float64)
+                out[key] = np.where(info.get("_" + key, True), values, np.nan)
+        return out
 
     def _fault(self, call: str, exc: Exception) -> EnvError:
         """One line for an exception the env raised in `call` (RLTRAIN_DEBUG=1: its traceback)."""

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from rltrain.algos.base import OffPolicyConfig
 from rltrain.config import TrainConfig
 from rltrain.run_dir import RunDir
 
@@ -21,6 +22,20 @@ def say_start(cfg: TrainConfig, total: int, num_envs: int, device: torch.device,
     log.info("training %s on %s for %s env steps (%d env%s, device %s) -> %s",
              cfg.algo.name, cfg.env.id, f"{total:,}", num_envs, "" if num_envs == 1 else "s",
              device, run_dir)
+    if cfg.preset is None:
+        log.info("no tuned preset for (%s, %s); using defaults: %s", cfg.algo.name, cfg.env.id,
+                 defaults_that_matter(cfg, num_envs))
+
+
+def defaults_that_matter(cfg: TrainConfig, num_envs: int) -> str:
+    """`num_envs=1, lr=0.0001, ...`: the values that decide most how a run without a tuned
+    preset learns (env count, learning rate, rollout length or replay and update cadence)."""
+    algo = cfg.algo
+    names = (("buffer_size", "learning_starts", "batch_size", "train_freq", "gradient_steps")
+             if isinstance(algo, OffPolicyConfig) else ("n_steps",))
+    values = {"num_envs": num_envs, "lr": algo.lr}
+    values.update({name: getattr(algo, name) for name in names if hasattr(algo, name)})
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
 
 
 def say_done(result: dict[str, Any], step: int, checkpoints: Path) -> None:

@@ -79,7 +79,7 @@ def test_double_dqn_target_uses_online_argmax_and_target_value():
 
 
 def test_td_target_masks_bootstrap_on_terminated_only():
-    algo = DQN(DQNConfig(hidden_sizes=[], gamma=0.9), SPEC)
+    algo = DQN(DQNConfig(hidden_sizes=[], gamma=0.9, double_q=False), SPEC)
     set_linear_q(algo.q_target, [[0.0, 0, 0], [0.0, 0, 0]], [2.0, 3.0])  # max Q(s', ·) = 3
     batch = TransitionBatch(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long),
                             torch.tensor([1.0, 1.0]), torch.zeros(2, 3), torch.tensor([0.0, 1.0]))

@@ -151,18 +151,23 @@ def test_sigterm_at_spread_out_moments_always_leaves_a_loadable_checkpoint(tmp_p
 
 def test_a_second_run_into_a_live_runs_folder_is_refused_and_the_first_goes_on(
         tmp_path, monkeypatch, capfd):
-    proc, log = start([*RUN, "total_timesteps=2048", "hydra.run.dir=run"], tmp_path / "a")
+    """The first run is far longer than the refusals take, whatever the machine's load; it is
+    still running after them, and then stops on a STOP file with its checkpoint (exit 0)."""
+    run = tmp_path / "a" / "run"
+    proc, log = start([*RUN, "total_timesteps=5000000", "hydra.run.dir=run"], tmp_path / "a")
     try:
         wait_for(proc, log, "training ppo")
         for argv in ([*RUN, "hydra.run.dir=a/run"], ["resume=a/run"],
                      [*RUN, "resume=auto", "hydra.run.dir=a/run"]):
             result = run_cli(argv, tmp_path, monkeypatch, capfd)
             assert_refused(result, EXIT_USAGE, "in use by a live run")
+        assert proc.poll() is None, log.read_text()[-2000:]  # the first run goes on
+        (run / "STOP").touch()
         assert proc.wait(timeout=180) == 0, log.read_text()[-2000:]
     finally:
         proc.kill()
-    assert checkpoint.load(tmp_path / "a" / "run" / "checkpoints" / "final.pt")
-    assert not (tmp_path / "a" / "run" / ".hydra" / "resume").exists()
+    assert checkpoint.load(run / "checkpoints" / "latest.pt")["counters"]["global_step"] > 0
+    assert not (run / ".hydra" / "resume").exists() and not (run / ".lock").exists()
 
 
 def fill_once_saved(latest: Path, filler: Path, timeout: float = 120) -> None:
