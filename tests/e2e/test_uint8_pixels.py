@@ -11,17 +11,7 @@ from rltrain.buffers.replay import ReplayBuffer
 from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.envs.make import make_env
 from rltrain.evaluate import build_agent, load_checkpoint
-
-QUIET = ["logger=none", "progress=off", "eval.episodes=2", "eval.num_envs=2", "eval.freq=0",
-         "checkpoint.freq=0"]
-PIXELS = ["env=pixel_cartpole", "env.num_envs=2", "env.max_episode_steps=30",
-          "net.cnn_channels=[4,8,8]", "net.cnn_features=32", "net.hidden=[16]", *QUIET]
-TRAINERS = {
-    "ppo": ["algo=ppo", "total_timesteps=256", "algo.n_steps=32", "algo.batch_size=32",
-            "algo.n_epochs=1"],
-    "dqn": ["algo=dqn", "total_timesteps=200", "algo.buffer_size=500", "algo.learning_starts=64",
-            "algo.batch_size=16", "algo.train_freq=1", "algo.target_update_interval=50"],
-}
+from tests.e2e.test_networks import PIXELS, TRAINERS  # the same tiny pixel runs
 
 
 @pytest.fixture(autouse=True)
