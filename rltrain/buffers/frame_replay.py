@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 
 from rltrain.buffers.replay import check_memory
+from rltrain.errors import UserError
 from rltrain.types import TransitionBatch
 
 
@@ -191,7 +192,7 @@ class FrameReplayBuffer:
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict()` into a buffer of the same ring length and env rows."""
         if int(state["ring"]) != self.ring or state["frames"].shape[0] != self.num_envs:
-            raise ValueError(f"saved frame replay has {state['frames'].shape[0]} rings of "
+            raise UserError(f"saved frame replay has {state['frames'].shape[0]} rings of "
                              f"{state['ring']} slots, this one {self.num_envs} of {self.ring}: "
                              f"resume with the same algo.buffer_size and env.num_envs")
         f = state["frames"].shape[1]

@@ -9,6 +9,7 @@ import torch
 import rltrain.buffers.replay as replay_module
 from rltrain.buffers.frame_replay import FrameReplayBuffer
 from rltrain.buffers.replay import ReplayBuffer
+from rltrain.errors import UserError
 
 K, H, W = 4, 2, 3
 FINAL = 255  # pixel [1, 2] of an episode's final frame
@@ -171,7 +172,7 @@ def test_state_dict_round_trip():
         if name == "frames":  # only written slots are meaningful
             got, want = got[buf.valid], want[buf.valid]
         assert torch.equal(got, want), name
-    with pytest.raises(ValueError, match="same algo.buffer_size"):
+    with pytest.raises(UserError, match="same algo.buffer_size"):
         FrameReplayBuffer(500, 3, (K, H, W), (), torch.long).load_state_dict(buf.state_dict())
 
 
