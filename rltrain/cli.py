@@ -147,7 +147,8 @@ def _run_job(cfg: DictConfig) -> float:
 
 def eval_command(argv: list[str]) -> dict:
     """`rltrain eval ckpt=... [episodes=N deterministic=false seed=S device=... video=true]`."""
-    from rltrain.config import register_configs, to_command_config
+    from rltrain.config import to_command_config
+    from rltrain.config_store import register_configs
     from rltrain.evaluate import evaluate
     from rltrain.overrides import compose_checked
 
@@ -163,7 +164,8 @@ def eval_command(argv: list[str]) -> dict:
 
 def export_command(argv: list[str]) -> dict:
     """`rltrain export ckpt=... [format=onnx|torchscript out=FILE check_samples=N seed=S]`."""
-    from rltrain.config import register_configs, to_command_config
+    from rltrain.config import to_command_config
+    from rltrain.config_store import register_configs
     from rltrain.export.command import agreement_line, export_policy
     from rltrain.overrides import compose_checked
 

@@ -18,9 +18,9 @@ from rltrain.config import (
     EvalConfig,
     LoggerConfig,
     TrainConfig,
-    register_configs,
     validate,
 )
+from rltrain.config_store import register_configs
 
 # Small MLPs run fastest on one thread, and the test machine has two cores shared with others.
 torch.set_num_threads(1)

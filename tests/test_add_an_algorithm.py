@@ -91,7 +91,7 @@ def toy_registered(monkeypatch):
     """Step 3 (one line in ALGOS) and step 2's file made known to Hydra; undone afterwards."""
     from hydra.core.config_store import ConfigStore
 
-    from rltrain.config import register_configs
+    from rltrain.config_store import register_configs
     from rltrain.registry import ALGOS, AlgoSpec
 
     monkeypatch.setitem(ALGOS, "toy", AlgoSpec(ToyConfig, build, "off_policy", ("discrete",)))
