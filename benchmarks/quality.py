@@ -103,6 +103,9 @@ def run_rltrain(algo: str, env: str, seed: int) -> dict:
 
     cfg = compose_train_config(rltrain_overrides(algo, env, seed))
     run = timed_run(cfg)
+    if run["final"].get("stopped"):  # a signal or STOP file: no final eval, nothing to record
+        raise SystemExit(f"{task_key(algo, env)} rltrain seed {seed} was stopped "
+                         f"({run['final']['stopped']}); nothing recorded")
     return {"final_eval": float(run["final"]["mean_reward"]), "seconds": run["train_seconds"],
             "budget": TASKS[(algo, env)].budget, "preset": cfg.preset}
 
