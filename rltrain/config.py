@@ -313,6 +313,9 @@ def validate(cfg: TrainConfig, here: bool = True) -> TrainConfig:
     validate_logger(cfg.logger)
     check_non_negative("logger.log_interval", cfg.logger.log_interval)
     check_net(cfg.algo)
+    if cfg.algo.net.share_encoder and isinstance(cfg.algo, OffPolicyConfig):
+        raise UserError(f"net.share_encoder=true is for PPO and A2C; {cfg.algo.name} trains its "
+                        f"actor and critic (or its one Q-network) on separate losses")
     check_algo(cfg.algo)
     validate_algo = getattr(cfg.algo, "validate", None)
     if validate_algo is not None:

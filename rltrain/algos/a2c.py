@@ -83,9 +83,9 @@ class A2C:
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample (action, log_prob, value) for a rollout step."""
-        dist = self.policy.dist(obs)
+        dist, value = self.policy.dist_value(obs)
         action = dist.sample()
-        return action, self.policy.head.log_prob(dist, action), self.policy.value(obs)
+        return action, self.policy.head.log_prob(dist, action), value
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -100,10 +100,10 @@ class A2C:
         adv = batch.advantages
         if cfg.normalize_advantage and adv.numel() > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        dist = self.policy.dist(batch.obs)
+        dist, values = self.policy.dist_value(batch.obs)
         log_prob = self.policy.head.log_prob(dist, batch.actions)
         policy_loss = -(adv * log_prob).mean()
-        value_loss = (batch.returns - self.policy.value(batch.obs)).pow(2).mean()
+        value_loss = (batch.returns - values).pow(2).mean()
         entropy = self.policy.head.entropy(dist).mean()
         loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
         self.optimizer.zero_grad(set_to_none=True)

@@ -140,7 +140,8 @@ class OffPolicyAlgorithm(Protocol):
 def make_actor_critic(cfg: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
     """PPO/A2C's network: `net.*` settings, `ortho_init` and the Gaussian log-std init and bounds."""
     nets = resolve_nets(cfg, spec, ortho=cfg.ortho_init)
-    return ActorCritic(spec, nets, cfg.log_std_init, (cfg.log_std_min, cfg.log_std_max))
+    return ActorCritic(spec, nets, cfg.log_std_init, (cfg.log_std_min, cfg.log_std_max),
+                       share_encoder=cfg.net.share_encoder)
 
 
 def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:

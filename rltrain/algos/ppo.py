@@ -75,9 +75,9 @@ class PPO:
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample (action, log_prob, value) for a rollout step."""
-        dist = self.policy.dist(obs)
+        dist, value = self.policy.dist_value(obs)
         action = dist.sample()
-        return action, self.policy.head.log_prob(dist, action), self.policy.value(obs)
+        return action, self.policy.head.log_prob(dist, action), value
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -116,10 +116,10 @@ class PPO:
         adv, returns = batch.advantages[idx], batch.returns[idx]
         if self.cfg.normalize_advantage and adv.numel() > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        dist = self.policy.dist(obs)
+        dist, values = self.policy.dist_value(obs)
         log_ratio = self.policy.head.log_prob(dist, actions) - old_log_prob
         policy_loss, clip_frac = self._policy_loss(log_ratio, adv)
-        value_loss = self._value_loss(self.policy.value(obs), old_values, returns)
+        value_loss = self._value_loss(values, old_values, returns)
         entropy = self.policy.head.entropy(dist).mean()
         loss = policy_loss + self.cfg.vf_coef * value_loss - self.cfg.ent_coef * entropy
         self.optimizer.zero_grad(set_to_none=True)

@@ -1,4 +1,5 @@
-"""`ActorCritic`: separate actor and critic networks with a categorical or Gaussian head (PPO, A2C)."""
+"""`ActorCritic`: actor and critic networks with a categorical or Gaussian head (PPO, A2C); each
+has its own encoder, or one encoder feeds both (`net.share_encoder`)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from rltrain.types import EnvSpec
 
 
 class ActorCritic(nn.Module):
-    """Separate actor and critic networks (each with its own encoder, see `nets/encoder.py`)
-    with a categorical or Gaussian action head."""
+    """Actor and critic MLPs with a categorical or Gaussian action head, on their own encoders
+    (see `nets/encoder.py`) or, with `share_encoder`, on one encoder trained by both losses
+    (SB3's CnnPolicy; the encoder is then `actor_encoder` and `critic_encoder` is None)."""
 
     def __init__(self, spec: EnvSpec, nets: ActorCriticSpecs, log_std_init: float = 0.0,
-                 log_std_bounds: tuple[float, float] = (-20.0, 2.0)):
+                 log_std_bounds: tuple[float, float] = (-20.0, 2.0), share_encoder: bool = False):
         super().__init__()
         actor, critic = nets
+        self.shared = share_encoder
         self.actor_encoder, features = make_encoder(actor)
         last = actor.hidden[-1] if actor.hidden else features
         self.actor_body = mlp(features, actor.hidden, None, actor.activation, ortho=actor.ortho,
@@ -28,7 +31,7 @@ class ActorCritic(nn.Module):
             self.head: nn.Module = CategoricalHead(last, spec.action_dim)
         else:
             self.head = GaussianHead(last, spec.action_dim, log_std_init, *log_std_bounds)
-        self.critic_encoder, features = make_encoder(critic)
+        self.critic_encoder, features = (None, features) if share_encoder else make_encoder(critic)
         self.critic = mlp(features, critic.hidden, 1, critic.activation, out_gain=1.0,
                           ortho=critic.ortho, layer_norm=critic.layer_norm)
 
@@ -38,7 +41,15 @@ class ActorCritic(nn.Module):
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(obs) as a [B] tensor."""
-        return self.critic(encode(self.critic_encoder, obs)).squeeze(-1)
+        encoder = self.actor_encoder if self.shared else self.critic_encoder
+        return self.critic(encode(encoder, obs)).squeeze(-1)
+
+    def dist_value(self, obs: torch.Tensor):
+        """(the action distribution, V(obs) [B]) at `obs`; a shared encoder runs once."""
+        if not self.shared:
+            return self.dist(obs), self.value(obs)
+        features = encode(self.actor_encoder, obs)
+        return self.head(self.actor_body(features)), self.critic(features).squeeze(-1)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:

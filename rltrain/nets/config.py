@@ -48,6 +48,11 @@ class NetConfig:
     4x4 stride 2, 3x3 stride 1)."""
     cnn_features: int = 512
     """Width of the Linear + ReLU layer after the convolutions: the features the MLPs receive."""
+    share_encoder: bool = False
+    """PPO/A2C: one encoder (the CNN for images) feeds both the actor and the critic and is
+    trained by both losses, as in SB3's CnnPolicy and CleanRL's Atari PPO; half the convolution
+    work per step. false: each has its own. The Atari presets set it; off-policy algorithms refuse it
+    (DQN has one network; DDPG/TD3/SAC train actor and critic on separate losses)."""
 
 
 def check_net(algo: Any) -> None:

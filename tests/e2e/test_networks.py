@@ -23,6 +23,8 @@ PIXELS = ["env=pixel_cartpole", "env.num_envs=2", "env.max_episode_steps=30",
 TRAINERS = {
     "ppo": ["algo=ppo", "total_timesteps=128", "algo.n_steps=32", "algo.batch_size=32",
             "algo.n_epochs=1"],
+    "ppo_shared": ["algo=ppo", "total_timesteps=128", "algo.n_steps=32", "algo.batch_size=32",
+                   "algo.n_epochs=1", "net.share_encoder=true"],
     "dqn": ["algo=dqn", "total_timesteps=200", "algo.buffer_size=500", "algo.learning_starts=64",
             "algo.batch_size=16", "algo.train_freq=1", "algo.target_update_interval=50"],
 }
@@ -53,11 +55,14 @@ def test_pixel_env_trains_with_the_cnn_encoder_and_its_checkpoint_evaluates(
     payload = checkpoint.load(tmp_path / "checkpoints" / "latest.pt")
     net = payload["config"]["algo"]["net"]
     assert (net["cnn_channels"], net["cnn_features"], net["hidden"]) == ([4, 8, 8], 32, [16])
-    weights = payload["algo"]["policy" if algo == "ppo" else "q_net"]
-    conv = weights["actor_encoder.convs.0.weight" if algo == "ppo" else "encoder.convs.0.weight"]
+    on_policy = algo.startswith("ppo")
+    weights = payload["algo"]["policy" if on_policy else "q_net"]
+    conv = weights["actor_encoder.convs.0.weight" if on_policy else "encoder.convs.0.weight"]
     assert conv.shape == (4, 3, 8, 8)  # 3 stacked frames in, 8x8 kernels
+    shared = algo == "ppo_shared"
+    assert (not any(k.startswith("critic_encoder.") for k in weights)) == (shared or not on_policy)
     evaluated = rltrain_eval(tmp_path, monkeypatch, capsys)
-    assert evaluated["algo"] == algo and evaluated["episodes"] == 2
+    assert evaluated["algo"] == algo.split("_")[0] and evaluated["episodes"] == 2
     assert all(1 <= n <= 30 for n in evaluated["lengths"])
     exported = export_policy(tmp_path, "torchscript", check_samples=64)
     assert exported["ok"] and exported["obs_shape"] == [40, 40, 3]
@@ -74,7 +79,7 @@ def test_net_settings_survive_the_checkpoint_round_trip(tmp_path):
     assert payload["config"]["algo"]["net"] == {
         "hidden": None, "activation": "elu", "actor_hidden": [24], "critic_hidden": [40, 20],
         "layer_norm": True, "ortho_init": False, "encoder": "auto", "cnn_channels": [32, 64, 64],
-        "cnn_features": 512}
+        "cnn_features": 512, "share_encoder": False}
     _, payload, cfg = load_checkpoint(path)
     env = make_env(cfg.env, "cpu", num_envs=1, training=False)
     rebuilt = build_agent(cfg, env, payload, path, "cpu").policy

@@ -151,3 +151,18 @@ def test_encoder_flatten_keeps_an_mlp_on_3d_observations():
 def test_encoder_cnn_on_vector_observations_is_a_user_error():
     with pytest.raises(UserError, match=r"net.encoder=cnn needs image observations .*\[3\]"):
         build("ppo", encoder="cnn")
+
+
+@pytest.mark.parametrize("name", ["ppo", "a2c"])
+def test_share_encoder_gives_ppo_and_a2c_one_cnn(name):
+    algo = build(name, obs_shape=(4, 36, 36), pixels=True, share_encoder=True)
+    assert isinstance(algo.policy.actor_encoder, NatureCNN) and algo.policy.critic_encoder is None
+
+
+@pytest.mark.parametrize("name", ["dqn", "sac"])
+def test_share_encoder_on_an_off_policy_algorithm_is_a_user_error(name):
+    from rltrain.compose import compose_train_config
+
+    env = "CartPole-v1" if name == "dqn" else "Pendulum-v1"
+    with pytest.raises(UserError, match=rf"net.share_encoder=true is for PPO and A2C; {name}"):
+        compose_train_config([f"algo={name}", f"env={env}", "net.share_encoder=true"])
