@@ -33,8 +33,8 @@ WORKERS ?= 2
 test: install           ## the CI suite (slow learning checks excluded)
 	$(BIN)/python -m pytest -m "not slow" -q -n $(WORKERS) --dist loadfile $(ARGS)
 
-test-all: install       ## everything, slow learning checks included
-	$(BIN)/python -m pytest -q $(ARGS)
+test-all: install       ## everything, slow learning checks included, 100 damaged checkpoints
+	RLTRAIN_FUZZ_EXAMPLES=100 $(BIN)/python -m pytest -q $(ARGS)
 
 bench: install          ## speed vs SB3 + RL-Zoo (seeds 0-2) and throughput, writes benchmarks/results/speed.{json,md}
 	$(BIN)/python benchmarks/speed.py $(ARGS)

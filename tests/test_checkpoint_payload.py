@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import os
 from pathlib import Path
 
 import pytest
@@ -204,9 +205,12 @@ def mutate(payload: dict, data) -> str:
 
 
 _COUNTER = itertools.count()
+FUZZ_EXAMPLES = int(os.environ.get("RLTRAIN_FUZZ_EXAMPLES", "12"))
+"""Damaged checkpoints tried per run: 12 in `make test` (each is a CLI eval or resume, ~2 s);
+`make test-all` tries 100."""
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_randomly_damaged_checkpoint_works_or_is_refused_in_one_line(
