@@ -56,6 +56,8 @@ TASKS: dict[tuple[str, str], Task] = {
     ("sac", "LunarLanderContinuous-v3"): Task(300_000, 200.0, preset="sac_lunarlander_continuous"),
     ("sac", "MountainCarContinuous-v0"): Task(50_000, 90.0, preset="sac_mountaincar_continuous"),
     ("dqn", "MountainCar-v0"): Task(120_000, -110.0, preset="dqn_mountaincar"),
+    # issue 15: gSDE (RL-Zoo 88.3 at 20k)
+    ("ppo", "MountainCarContinuous-v0"): Task(20_000, 85.0, preset="ppo_mountaincar_continuous"),
     ("ppo", "ALE/Breakout-v5"): Task(250_000, 8.0, preset="ppo_atari",
                                      env_overrides=("env.id=ALE/Breakout-v5",),
                                      note="1M frames = 250k agent steps (frame skip 4)"),

@@ -103,6 +103,13 @@ RL_ZOO: dict[tuple[str, str], dict[str, Any]] = {
         "use_sde": True,
         "policy_kwargs": {"log_std_init": -3.67, "net_arch": [64, 64], "use_expln": True},
     },
+    ("ppo", "MountainCarContinuous-v0"): {
+        "normalize": True, "n_envs": 1, "policy": "MlpPolicy", "n_timesteps": 20000,
+        "batch_size": 256, "n_steps": 8, "gamma": 0.9999, "learning_rate": 7.77e-05,
+        "ent_coef": 0.00429, "clip_range": 0.1, "n_epochs": 10, "gae_lambda": 0.9,
+        "max_grad_norm": 5, "vf_coef": 0.19, "use_sde": True,
+        "policy_kwargs": {"log_std_init": -3.29, "ortho_init": False},
+    },
     ("dqn", "MountainCar-v0"): {
         "n_timesteps": 120000, "policy": "MlpPolicy", "learning_rate": 4e-3, "batch_size": 128,
         "buffer_size": 10000, "learning_starts": 1000, "gamma": 0.98,

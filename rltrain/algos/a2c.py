@@ -10,11 +10,16 @@ import torch
 
 from rltrain.algos.base import (
     OnPolicyConfig,
+    actor_critic_state,
     adam,
     explained_variance,
     grad_norm_step,
+    load_actor_critic_state,
     make_actor_critic,
+    make_noise_clock,
     on_policy_lr,
+    policy_std,
+    sample_rollout_step,
     set_lr,
 )
 from rltrain.checks import check_fraction, check_non_negative
@@ -77,15 +82,13 @@ class A2C:
     def __init__(self, cfg: A2CConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
         self.policy = make_actor_critic(cfg, spec).to(self.device)
+        self.noise_clock = make_noise_clock(cfg)  # gSDE only: new noise at each rollout start
         self._params = list(self.policy.parameters())
         self.optimizer = make_optimizer(cfg, self._params)
 
-    @torch.no_grad()
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample (action, log_prob, value) for a rollout step."""
-        dist, value = self.policy.dist_value(obs)
-        action = dist.sample()
-        return action, self.policy.head.log_prob(dist, action), value
+        return sample_rollout_step(self.policy, obs, self.noise_clock)
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -95,6 +98,8 @@ class A2C:
     def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> Metrics:
         """One gradient step on the whole rollout: −E[A log π] + c_v (R − V)² − c_e H."""
         cfg = self.cfg
+        if self.noise_clock is not None:  # the next rollout starts with new gSDE noise
+            self.noise_clock.restart()
         lr = on_policy_lr(cfg, progress_remaining)
         set_lr(self.optimizer, lr)
         adv = batch.advantages
@@ -121,17 +126,16 @@ class A2C:
         if math.isfinite(ev):  # nan when all returns are equal (V at its fixed point): omit it,
             metrics["train/explained_variance"] = ev  # the runner's guard stops on nan train/*
         if self.spec.action_kind == "box":
-            metrics["train/std"] = self.policy.head.log_std.detach().exp().mean().item()
+            metrics["train/std"] = policy_std(self.policy)
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
-        """Network and optimizer as plain tensors."""
-        return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict()}
+        """Network, optimizer (and the held gSDE noise) as plain data."""
+        return actor_critic_state(self.policy, self.optimizer, self.noise_clock)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`."""
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        load_actor_critic_state(self.policy, self.optimizer, self.noise_clock, state)
 
 
 def build(cfg: A2CConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> A2C:

@@ -18,6 +18,7 @@ from rltrain.checks import check_finite, check_fraction, check_positive
 from rltrain.errors import UserError
 from rltrain.nets.actor_critic import ActorCritic
 from rltrain.nets.config import NetConfig
+from rltrain.nets.sde import NoiseClock, SDEHead, load_sde_state, sde_state
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, RolloutBatch, TransitionBatch
 
@@ -42,7 +43,42 @@ class AlgoConfig:
 
 
 @dataclass
-class OnPolicyConfig(AlgoConfig):
+class SDEConfig:
+    """gSDE fields (names as in Stable-Baselines3), shared by PPO, A2C and SAC."""
+
+    use_sde: bool = False
+    """Generalized state-dependent exploration (Raffin et al. 2021): the exploration noise is a
+    linear function of the policy's features, held for `sde_sample_freq` steps (Box actions)."""
+    sde_sample_freq: int = -1
+    """gSDE: draw new noise every this many acting steps (-1: once per rollout for PPO/A2C, once
+    per `train_freq` steps for SAC)."""
+    use_expln: bool = False
+    """gSDE: σ grows as log(log σ + 1) + 1 above log σ = 0 instead of exponentially (SB3's
+    `use_expln`), which keeps the noise from exploding."""
+
+    def validate_sde(self) -> None:
+        """`sde_sample_freq` is -1 or a positive count."""
+        if self.sde_sample_freq == 0 or self.sde_sample_freq < -1:
+            raise UserError(f"algo.sde_sample_freq={self.sde_sample_freq} must be -1 (once per "
+                            "rollout) or a positive number of steps")
+
+
+def check_sde_spec(cfg: SDEConfig, spec: EnvSpec, algo: str) -> None:
+    """Refuse gSDE for a Discrete action space, in one line."""
+    if cfg.use_sde and spec.action_kind != "box":
+        raise UserError(f"algo.use_sde=true: gSDE is for Box (continuous) actions; this env's "
+                        f"actions are {spec.action_kind}; drop algo.use_sde for {algo}")
+
+
+def make_noise_clock(cfg: SDEConfig, default_period: int = -1) -> NoiseClock | None:
+    """The gSDE resampling clock, or None without gSDE."""
+    if not cfg.use_sde:
+        return None
+    return NoiseClock(cfg.sde_sample_freq if cfg.sde_sample_freq > 0 else default_period)
+
+
+@dataclass
+class OnPolicyConfig(SDEConfig, AlgoConfig):
     """Fields of the on-policy loop and actor-critic shared by PPO and A2C."""
 
     n_steps: int = 2048
@@ -62,6 +98,7 @@ class OnPolicyConfig(AlgoConfig):
 
     def validate(self, cfg: Any) -> None:
         """Checks shared by the on-policy algorithms."""
+        self.validate_sde()
         if self.n_steps <= 0:
             raise UserError(f"algo.n_steps={self.n_steps} must be > 0")
         check_fraction("algo.gae_lambda", self.gae_lambda)
@@ -140,8 +177,46 @@ class OffPolicyAlgorithm(Protocol):
 def make_actor_critic(cfg: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
     """PPO/A2C's network: `net.*` settings, `ortho_init` and the Gaussian log-std init and bounds."""
     nets = resolve_nets(cfg, spec, ortho=cfg.ortho_init)
+    check_sde_spec(cfg, spec, cfg.name)
     return ActorCritic(spec, nets, cfg.log_std_init, (cfg.log_std_min, cfg.log_std_max),
-                       share_encoder=cfg.net.share_encoder)
+                       share_encoder=cfg.net.share_encoder,
+                       sde=(cfg.use_sde, cfg.use_expln))
+
+
+@torch.no_grad()
+def sample_rollout_step(policy: ActorCritic, obs: torch.Tensor, clock: NoiseClock | None,
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PPO/A2C's acting step: (action, log_prob, value), detached; gSDE noise drawn when due."""
+    if clock is not None and clock.tick():
+        policy.head.sde.resample(obs.shape[0])
+    dist, value = policy.dist_value(obs)
+    action = dist.sample()
+    return action, policy.head.log_prob(dist, action), value
+
+
+def actor_critic_state(policy: ActorCritic, optimizer: torch.optim.Optimizer,
+                       clock: NoiseClock | None) -> dict[str, Any]:
+    """PPO/A2C's state: network, optimizer and, with gSDE, the held noise and its clock."""
+    state: dict[str, Any] = {"policy": policy.state_dict(), "optimizer": optimizer.state_dict()}
+    if clock is not None:
+        state["sde"] = sde_state(policy.head.sde, clock)
+    return state
+
+
+def load_actor_critic_state(policy: ActorCritic, optimizer: torch.optim.Optimizer,
+                            clock: NoiseClock | None, state: dict[str, Any]) -> None:
+    """Restore `actor_critic_state()` (a gSDE state saved without gSDE now is ignored)."""
+    policy.load_state_dict(state["policy"])
+    optimizer.load_state_dict(state["optimizer"])
+    if clock is not None and isinstance(state.get("sde"), dict):
+        load_sde_state(policy.head.sde, clock, state["sde"])
+
+
+def policy_std(policy: ActorCritic) -> float:
+    """Mean σ of the Gaussian head (of the gSDE matrix with gSDE), for `train/std`."""
+    head = policy.head
+    std = head.sde.std() if isinstance(head, SDEHead) else head.log_std.exp()
+    return std.detach().mean().item()
 
 
 def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:

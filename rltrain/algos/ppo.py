@@ -9,11 +9,16 @@ import torch
 
 from rltrain.algos.base import (
     OnPolicyConfig,
+    actor_critic_state,
     adam,
     explained_variance,
     grad_norm_step,
+    load_actor_critic_state,
     make_actor_critic,
+    make_noise_clock,
     on_policy_lr,
+    policy_std,
+    sample_rollout_step,
     set_lr,
 )
 from rltrain.checks import check_non_negative, check_positive
@@ -69,15 +74,13 @@ class PPO:
     def __init__(self, cfg: PPOConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
         self.policy = make_actor_critic(cfg, spec).to(self.device)
+        self.noise_clock = make_noise_clock(cfg)  # gSDE only: new noise at each rollout start
         self.optimizer = adam(self.policy.parameters(), cfg.lr, eps=cfg.adam_eps)
         self._params = list(self.policy.parameters())
 
-    @torch.no_grad()
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample (action, log_prob, value) for a rollout step."""
-        dist, value = self.policy.dist_value(obs)
-        action = dist.sample()
-        return action, self.policy.head.log_prob(dist, action), value
+        return sample_rollout_step(self.policy, obs, self.noise_clock)
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -87,6 +90,8 @@ class PPO:
     def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> Metrics:
         """Minibatch epochs over one rollout; returns averaged `train/*` metrics."""
         cfg = self.cfg
+        if self.noise_clock is not None:  # the next rollout starts with new gSDE noise
+            self.noise_clock.restart()
         lr = on_policy_lr(cfg, progress_remaining)
         set_lr(self.optimizer, lr)
         size = batch.obs.shape[0]
@@ -106,7 +111,7 @@ class PPO:
         metrics["train/learning_rate"] = lr
         metrics["train/n_updates"] = float(len(rows))
         if self.spec.action_kind == "box":
-            metrics["train/std"] = self.policy.head.log_std.detach().exp().mean().item()
+            metrics["train/std"] = policy_std(self.policy)
         return metrics
 
     def _minibatch_step(self, batch: RolloutBatch, idx: torch.Tensor) -> torch.Tensor:
@@ -147,13 +152,12 @@ class PPO:
         return torch.max((returns - values).pow(2), (returns - clipped).pow(2)).mean()
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks and optimizer as plain tensors."""
-        return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict()}
+        """Network, optimizer (and the held gSDE noise) as plain data."""
+        return actor_critic_state(self.policy, self.optimizer, self.noise_clock)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`."""
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        load_actor_critic_state(self.policy, self.optimizer, self.noise_clock, state)
 
 
 _METRICS = ("train/policy_loss", "train/value_loss", "train/entropy_loss", "train/approx_kl",

@@ -11,8 +11,11 @@ import torch
 
 from rltrain.algos.base import (
     OffPolicyConfig,
+    SDEConfig,
     adam,
     check_lrs,
+    check_sde_spec,
+    make_noise_clock,
     pick_lr,
     polyak_update,
     td_target,
@@ -21,12 +24,13 @@ from rltrain.algos.base import (
 from rltrain.checks import check_finite, check_positive
 from rltrain.errors import UserError
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
+from rltrain.nets.sde import load_sde_state, sde_state
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
 
 
 @dataclass
-class SACConfig(OffPolicyConfig):
+class SACConfig(SDEConfig, OffPolicyConfig):
     """SAC hyperparameters (names follow Stable-Baselines3 where it has one)."""
 
     name: str = "sac"
@@ -52,13 +56,16 @@ class SACConfig(OffPolicyConfig):
     """Lower clamp of the actor's pre-tanh log standard deviation."""
     log_std_max: float = 2.0
     """Upper clamp of the actor's pre-tanh log standard deviation."""
+    log_std_init: float = -3.0
+    """gSDE only: initial log σ of the noise matrix (SB3's SAC default)."""
 
     def validate(self, cfg: Any) -> None:
         """Cross-field checks."""
         super().validate(cfg)
+        self.validate_sde()
         check_lrs(self, ("lr", "actor_lr", "critic_lr", "alpha_lr"))
         check_positive("algo.alpha", self.alpha)
-        for name in ("target_entropy", "log_std_min", "log_std_max"):
+        for name in ("target_entropy", "log_std_min", "log_std_max", "log_std_init"):
             check_finite(f"algo.{name}", getattr(self, name))
         if self.policy_delay < 1:
             raise UserError(f"algo.policy_delay={self.policy_delay} must be >= 1")
@@ -73,8 +80,12 @@ class SAC:
     def __init__(self, cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
         actor, critic = resolve_nets(cfg, spec)
+        check_sde_spec(cfg, spec, "sac")
+        sde = (cfg.log_std_init, cfg.use_expln) if cfg.use_sde else None
         self.actor = SquashedGaussianActor(actor, spec.action_dim, cfg.log_std_min,
-                                           cfg.log_std_max).to(self.device)
+                                           cfg.log_std_max, sde).to(self.device)
+        # gSDE: new noise every sde_sample_freq steps, else once per train_freq (SB3's rollout)
+        self.noise_clock = make_noise_clock(cfg, default_period=cfg.train_freq)
         self.critic = TwinQ(critic, spec.action_dim).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_optimizer = adam(self.actor.parameters(), pick_lr(cfg.actor_lr, cfg))
@@ -98,8 +109,12 @@ class SAC:
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
-        """A sample of the squashed-Gaussian policy, in [-1, 1]."""
-        return self.actor(obs)[0]
+        """A sample of the squashed-Gaussian policy, in [-1, 1] (gSDE: with the held noise)."""
+        if self.noise_clock is None:
+            return self.actor(obs)[0]
+        if self.noise_clock.tick():
+            self.actor.sde.resample(obs.shape[0])
+        return self.actor.explore(obs)
 
     def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
         """Critic step; actor and α steps every `policy_delay`-th call; then a soft target update.
@@ -152,6 +167,8 @@ class SAC:
         state: dict[str, Any] = {name: getattr(self, name).state_dict() for name in _STATE}
         state["log_alpha"] = self.log_alpha.detach().clone()
         state["n_updates"] = self.n_updates
+        if self.noise_clock is not None:
+            state["sde"] = sde_state(self.actor.sde, self.noise_clock)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -161,6 +178,8 @@ class SAC:
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         self.n_updates = int(state["n_updates"])
+        if self.noise_clock is not None and isinstance(state.get("sde"), dict):
+            load_sde_state(self.actor.sde, self.noise_clock, state["sde"])
 
 
 _STATE = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimizer",

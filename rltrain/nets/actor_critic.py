@@ -9,6 +9,7 @@ from torch import nn
 from rltrain.nets.encoder import encode, make_encoder
 from rltrain.nets.heads import CategoricalHead, GaussianHead
 from rltrain.nets.mlp import mlp
+from rltrain.nets.sde import SDEHead
 from rltrain.nets.spec import ActorCriticSpecs
 from rltrain.types import EnvSpec
 
@@ -16,10 +17,13 @@ from rltrain.types import EnvSpec
 class ActorCritic(nn.Module):
     """Actor and critic MLPs with a categorical or Gaussian action head, on their own encoders
     (see `nets/encoder.py`) or, with `share_encoder`, on one encoder trained by both losses
-    (SB3's CnnPolicy; the encoder is then `actor_encoder` and `critic_encoder` is None)."""
+    (SB3's CnnPolicy; the encoder is then `actor_encoder` and `critic_encoder` is None).
+    `sde=(True, use_expln)` gives Box actions a gSDE head (`nets/sde.py`) instead of the
+    state-independent log-std."""
 
     def __init__(self, spec: EnvSpec, nets: ActorCriticSpecs, log_std_init: float = 0.0,
-                 log_std_bounds: tuple[float, float] = (-20.0, 2.0), share_encoder: bool = False):
+                 log_std_bounds: tuple[float, float] = (-20.0, 2.0), share_encoder: bool = False,
+                 sde: tuple[bool, bool] = (False, False)):
         super().__init__()
         actor, critic = nets
         self.shared = share_encoder
@@ -29,6 +33,8 @@ class ActorCritic(nn.Module):
                               layer_norm=actor.layer_norm)
         if spec.action_kind == "discrete":
             self.head: nn.Module = CategoricalHead(last, spec.action_dim)
+        elif sde[0]:  # (use_sde, use_expln)
+            self.head = SDEHead(last, spec.action_dim, log_std_init, use_expln=sde[1])
         else:
             self.head = GaussianHead(last, spec.action_dim, log_std_init, *log_std_bounds)
         self.critic_encoder, features = (None, features) if share_encoder else make_encoder(critic)

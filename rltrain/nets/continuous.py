@@ -13,6 +13,7 @@ from torch.nn import functional as F
 
 from rltrain.nets.encoder import encode, make_encoder
 from rltrain.nets.mlp import HIDDEN_GAIN, POLICY_GAIN, activation, init_linear, mlp
+from rltrain.nets.sde import StateDependentNoise
 from rltrain.nets.spec import NetSpec
 
 _LOG_2 = math.log(2.0)
@@ -62,24 +63,46 @@ class DeterministicActor(nn.Module):
 
 
 class SquashedGaussianActor(nn.Module):
-    """a = tanh(u), u ~ N(μ(obs), σ(obs)²): the SAC actor, with the tanh-corrected log-prob."""
+    """a = tanh(u), u ~ N(μ(obs), σ(obs)²): the SAC actor, with the tanh-corrected log-prob.
+
+    With gSDE (`sde=(log σ init, use_expln)`), σ(obs) comes from the noise matrix's σ and the
+    features; gradient steps sample u independently per row from that Gaussian (the same
+    marginal as SB3's one shared noise matrix per step, without correlating the batch), while
+    acting uses `explore()` with the held noise.
+    """
 
     def __init__(self, spec: NetSpec, action_dim: int, log_std_min: float = -20.0,
-                 log_std_max: float = 2.0):
+                 log_std_max: float = 2.0, sde: tuple[float, bool] | None = None):
         super().__init__()
         self.encoder, features = make_encoder(spec)
         self.body = mlp(features, spec.hidden, None, spec.activation, ortho=spec.ortho,
                         layer_norm=spec.layer_norm)
         last = spec.hidden[-1] if spec.hidden else features
         self.mean = init_linear(nn.Linear(last, action_dim), POLICY_GAIN, spec.ortho)
-        self.log_std = init_linear(nn.Linear(last, action_dim), POLICY_GAIN, spec.ortho)
         self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
+        self.sde: StateDependentNoise | None = None
+        if sde is None:
+            self.log_std = init_linear(nn.Linear(last, action_dim), POLICY_GAIN, spec.ortho)
+        else:  # gSDE: (log σ init, use_expln); SAC trains the features through σ too (as SB3)
+            self.sde = StateDependentNoise(last, action_dim, sde[0], sde[1], learn_features=True)
 
     def dist_params(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean, log_std) of the pre-tanh Gaussian, each [B, A]; log_std is clamped."""
+        return self._params(self.body(encode(self.encoder, obs)))
+
+    def _params(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.sde is None:
+            return self.mean(h), self.log_std(h).clamp(self.log_std_min, self.log_std_max)
+        # gSDE: the std at s is sqrt(φ(s)² σ²); the mean is kept in [-2, 2] so that tanh does
+        # not saturate while the noise is small (SB3's `clip_mean=2.0` with gSDE)
+        return self.mean(h).clamp(-2.0, 2.0), torch.log(self.sde.action_std(h))
+
+    @torch.no_grad()
+    def explore(self, obs: torch.Tensor) -> torch.Tensor:
+        """gSDE's exploring action tanh(μ(s) + φ(s) · Θ) with the held noise Θ; [B, A]."""
+        assert self.sde is not None, "explore() is the gSDE acting path"
         h = self.body(encode(self.encoder, obs))
-        log_std = self.log_std(h).clamp(self.log_std_min, self.log_std_max)
-        return self.mean(h), log_std
+        return torch.tanh(self._params(h)[0] + self.sde.noise(h))
 
     def forward(self, obs: torch.Tensor,
                 deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:

@@ -18,7 +18,7 @@ from rltrain.runner.runner import Runner
 STEPS = 96  # 2 envs: 48 iterations off-policy, 3 rollouts of 16 on-policy
 
 
-def tiny(name: str, seed: int = 0) -> TrainConfig:
+def tiny(name: str, seed: int = 0, extra: tuple[str, ...] = ()) -> TrainConfig:
     """A seconds-long config of `name` on CartPole (discrete) or Pendulum (box)."""
     spec = ALGOS[name]
     env = "CartPole-v1" if "discrete" in spec.action_kinds else "Pendulum-v1"
@@ -31,7 +31,7 @@ def tiny(name: str, seed: int = 0) -> TrainConfig:
         f"algo={name}", f"env={env}", "env.num_envs=2", "env.max_episode_steps=40",
         "algo.hidden_sizes=[16]", f"total_timesteps={STEPS}", f"seed={seed}", "eval.freq=0",
         "eval.episodes=2", "eval.num_envs=2", f"checkpoint.freq={STEPS // 2}", "logger=none",
-        "progress=off", *family])
+        "progress=off", *family, *extra])
 
 
 def weights(run_dir) -> dict[str, torch.Tensor]:
@@ -82,3 +82,22 @@ def test_every_algos_checkpoint_rebuilds_an_agent_with_equal_weights(name, tmp_p
                           tmp_path / "checkpoints" / "final.pt", "cpu")
     for key, tensor in rebuilt.policy.state_dict().items():
         assert torch.equal(tensor, runner.algo.policy.state_dict()[key]), key
+
+
+# gSDE holds its noise between resamples: the held matrices and the clock are part of the state
+GSDE = {"ppo": ("env=Pendulum-v1", "algo.use_sde=true", "algo.sde_sample_freq=3"),
+        "a2c": ("env=Pendulum-v1", "algo.use_sde=true"),
+        "sac": ("algo.use_sde=true", "algo.sde_sample_freq=5")}
+
+
+@pytest.mark.parametrize("name", sorted(GSDE))
+def test_gsde_runs_are_deterministic_and_resume_exactly(name, tmp_path):
+    Runner(tiny(name, extra=GSDE[name]), tmp_path / "a").run()
+    straight = weights(tmp_path / "a")
+    assert any("sde" in key for key in straight), "the gSDE state was not saved"
+    first = sorted((tmp_path / "a" / "checkpoints").glob("step_*.pt"))[0]
+    half = checkpoint.load(first)
+    Runner(to_train_config(half["config"]), tmp_path / "r", resume_from=half).run()
+    assert same(straight, weights(tmp_path / "r")), "resumed gSDE run ended elsewhere"
+    Runner(tiny(name), tmp_path / "plain").run()
+    assert not same(straight, weights(tmp_path / "plain"))

@@ -1,0 +1,139 @@
+"""Generalized state-dependent exploration (gSDE; Raffin, Kober and Stulp 2021).
+
+The exploration noise is a function of the state, ε(s) = φ(s) · Θ, where φ(s) are the policy's
+last hidden features [B, F] and Θ [F, A] is drawn from N(0, σ²) elementwise and held for several
+steps, so consecutive actions move together (smooth, exploring trajectories instead of per-step
+jitter). Conditioned on s, the action is Gaussian with per-dimension std
+sqrt(Σ_i φ_i(s)² σ_ij²), which is what the log-probability and entropy use.
+
+`NoiseClock` says when Θ is drawn again; each env row has its own Θ.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rltrain.nets.heads import DiagGaussianDist
+
+_VAR_EPS = 1e-6
+"""Added to the variance so that a zero feature vector still gives a finite log-density."""
+
+
+class NoiseClock:
+    """Counts acting calls; `tick()` is True when the noise matrices are due to be drawn again.
+
+    `period` > 0: every `period` calls; otherwise only at the first call after `restart()`
+    (PPO and A2C restart it after every update, so -1 means once per rollout, as in SB3).
+    """
+
+    def __init__(self, period: int):
+        self.period, self.count = int(period), 0
+
+    def tick(self) -> bool:
+        """Advance one acting call; True when the noise should be resampled before it."""
+        due = self.count == 0 or (self.period > 0 and self.count % self.period == 0)
+        self.count += 1
+        return due
+
+    def restart(self) -> None:
+        """The next `tick()` resamples (a new rollout begins)."""
+        self.count = 0
+
+
+class StateDependentNoise(nn.Module):
+    """The learned σ [F, A] (as log σ) and the held noise matrices Θ [N, F, A], one per env row.
+
+    `learn_features=False` (SB3's choice for PPO/A2C) keeps the std's gradient out of the
+    features; SAC lets it through (SB3's `learn_features=True` for SAC).
+    `use_expln`: σ = exp(log σ) below 0 and log(log σ + 1) + 1 above, which grows slowly and
+    keeps the std from exploding (SB3's `use_expln`).
+    """
+
+    def __init__(self, feature_dim: int, action_dim: int, log_std_init: float,
+                 use_expln: bool = False, learn_features: bool = False):
+        super().__init__()
+        self.log_std = nn.Parameter(torch.full((feature_dim, action_dim), float(log_std_init)))
+        self.use_expln, self.learn_features = use_expln, learn_features
+        # Not saved with the weights (its first dim is the env count, which eval may change);
+        # algorithms save it with their own state for an exact resume.
+        self.register_buffer("matrices", torch.zeros(0, feature_dim, action_dim), persistent=False)
+
+    def std(self) -> torch.Tensor:
+        """σ [F, A]."""
+        if not self.use_expln:
+            return self.log_std.exp()
+        below = self.log_std.clamp(max=0.0).exp()
+        above = torch.log1p(self.log_std.clamp(min=0.0)) + 1.0
+        return torch.where(self.log_std <= 0, below, above)
+
+    def action_std(self, features: torch.Tensor) -> torch.Tensor:
+        """sqrt(φ(s)² σ² + eps), the std of each action dimension at each row: [B, A]."""
+        if not self.learn_features:
+            features = features.detach()
+        return torch.sqrt(features.pow(2) @ self.std().pow(2) + _VAR_EPS)
+
+    @torch.no_grad()
+    def resample(self, n: int) -> None:
+        """Draw Θ ~ N(0, σ²) for `n` env rows."""
+        std = self.std()
+        self.matrices = torch.randn(n, *std.shape, device=std.device, dtype=std.dtype) * std
+
+    def noise(self, features: torch.Tensor) -> torch.Tensor:
+        """ε(s) = φ(s) · Θ_row for each row [B, A]; draws Θ first if the row count changed."""
+        if self.matrices.shape[0] != features.shape[0]:
+            self.resample(features.shape[0])
+        return torch.bmm(features.detach().unsqueeze(1), self.matrices).squeeze(1)
+
+
+class SDEDist(DiagGaussianDist):
+    """N(mean, action_std(s)²) whose `sample()` is mean + φ(s) · Θ with the held Θ."""
+
+    def __init__(self, mean: torch.Tensor, features: torch.Tensor, sde: StateDependentNoise):
+        super().__init__(mean, torch.log(sde.action_std(features)))
+        self.features, self.sde = features, sde
+
+    def sample(self) -> torch.Tensor:
+        """The held-noise action [B, A] (exploration), not an independent draw."""
+        return self.mean + self.sde.noise(self.features)
+
+
+class SDEHead(nn.Module):
+    """The gSDE counterpart of `GaussianHead` for PPO and A2C: a linear mean and σ [F, A]."""
+
+    def __init__(self, in_dim: int, dim: int, log_std_init: float = -2.0,
+                 use_expln: bool = False):
+        super().__init__()
+        self.mean = nn.Linear(in_dim, dim)
+        nn.init.orthogonal_(self.mean.weight, 0.01)
+        nn.init.zeros_(self.mean.bias)
+        self.sde = StateDependentNoise(in_dim, dim, log_std_init, use_expln, learn_features=False)
+
+    def forward(self, features: torch.Tensor) -> SDEDist:
+        return SDEDist(self.mean(features), features, self.sde)
+
+    @staticmethod
+    def log_prob(dist: SDEDist, action: torch.Tensor) -> torch.Tensor:
+        """Joint log-probability of `action` [B, A] under N(mean, action_std²)."""
+        return dist.log_prob(action)
+
+    @staticmethod
+    def entropy(dist: SDEDist) -> torch.Tensor:
+        return dist.entropy()
+
+    @staticmethod
+    def mode(dist: SDEDist) -> torch.Tensor:
+        return dist.mode()
+
+
+def sde_state(sde: StateDependentNoise, clock: NoiseClock) -> dict[str, object]:
+    """The held noise and the clock as plain data, for an exact resume."""
+    return {"matrices": sde.matrices.detach().clone(), "count": int(clock.count)}
+
+
+def load_sde_state(sde: StateDependentNoise, clock: NoiseClock, state: dict[str, object]) -> None:
+    """Restore `sde_state()`."""
+    matrices = state["matrices"]
+    assert isinstance(matrices, torch.Tensor)
+    sde.matrices = matrices.to(sde.log_std.device, sde.log_std.dtype).clone()
+    clock.count = int(state["count"])  # type: ignore[arg-type]
