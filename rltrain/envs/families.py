@@ -55,12 +55,20 @@ def require_extra(env_id: str) -> None:
 
 
 def register_on_demand(env_id: str) -> None:
-    """Make `env_id` known to gymnasium when its family registers ids on import: the `ALE/`
-    ids exist once `ale_py` is registered, which happens here, only when such an id is used
-    (importing ale-py takes most of a second). A missing extra is one line naming it."""
+    """Make `env_id` known to gymnasium when it is registered on demand: the `ALE/` ids exist
+    once `ale_py` is registered, which happens here, only when such an id is used (importing
+    ale-py takes most of a second; a missing extra is one line naming it), and the velocity-
+    masked `*NoVel-*` ids (`envs/no_velocity.py`) are registered when named."""
     import gymnasium as gym
 
-    if family_of(env_id) != "atari" or env_id in gym.registry:
+    if env_id in gym.registry:
+        return
+    from rltrain.envs.no_velocity import NO_VELOCITY, register_no_velocity
+
+    if env_id in NO_VELOCITY:
+        register_no_velocity(env_id)
+        return
+    if family_of(env_id) != "atari":
         return
     require_extra(env_id)
     import ale_py
