@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from rltrain import checkpoint
+from rltrain.envs.masks import action_mask
 from rltrain.envs.trust import NamedCode, require_named
 from rltrain.envs.vec_env import VecEnv
 from rltrain.errors import UserError
@@ -44,7 +45,9 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
     while (counts < targets).any():
         if stop is not None and stop():
             raise EvalInterrupted
-        res = env.step(policy.act(obs, deterministic=deterministic))
+        mask = action_mask(env)  # a masked env: the policy never picks an invalid action
+        res = env.step(policy.act(obs, deterministic=deterministic) if mask is None
+                       else policy.act(obs, deterministic=deterministic, action_mask=mask))
         ep = res.info.get("episode")
         if ep is not None:
             for i, ret, length in zip(ep["index"], ep["return"], ep["length"], strict=True):

@@ -55,6 +55,8 @@ class RolloutBatch(NamedTuple):
     values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    action_masks: torch.Tensor | None = None
+    """bool [B, n], True = valid: the masks the actions were sampled under (None: unmasked)."""
 
 
 class TransitionBatch(NamedTuple):
@@ -65,3 +67,6 @@ class TransitionBatch(NamedTuple):
     rewards: torch.Tensor
     next_obs: torch.Tensor
     terminated: torch.Tensor  # float 0/1: 1 means no bootstrap
+    next_action_masks: torch.Tensor | None = None
+    """bool [B, n]: the valid actions at `next_obs` (None: unmasked env; all True where the
+    episode ended, as the env's mask then belongs to the next episode's first state)."""

@@ -86,9 +86,10 @@ class A2C:
         self._params = list(self.policy.parameters())
         self.optimizer = make_optimizer(cfg, self._params)
 
-    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample (action, log_prob, value) for a rollout step."""
-        return sample_rollout_step(self.policy, obs, self.noise_clock)
+    def act(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None,
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample (action, log_prob, value) for a rollout step (`action_mask`: valid actions)."""
+        return sample_rollout_step(self.policy, obs, self.noise_clock, action_mask)
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -105,7 +106,7 @@ class A2C:
         adv = batch.advantages
         if cfg.normalize_advantage and adv.numel() > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        dist, values = self.policy.dist_value(batch.obs)
+        dist, values = self.policy.dist_value(batch.obs, batch.action_masks)
         log_prob = self.policy.head.log_prob(dist, batch.actions)
         policy_loss = -(adv * log_prob).mean()
         value_loss = (batch.returns - values).pow(2).mean()

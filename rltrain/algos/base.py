@@ -185,11 +185,13 @@ def make_actor_critic(cfg: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
 
 @torch.no_grad()
 def sample_rollout_step(policy: ActorCritic, obs: torch.Tensor, clock: NoiseClock | None,
+                        mask: torch.Tensor | None = None,
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """PPO/A2C's acting step: (action, log_prob, value), detached; gSDE noise drawn when due."""
+    """PPO/A2C's acting step: (action, log_prob, value), detached; gSDE noise drawn when due;
+    `mask` [N, n]: only valid actions are sampled."""
     if clock is not None and clock.tick():
         policy.head.sde.resample(obs.shape[0])
-    dist, value = policy.dist_value(obs)
+    dist, value = policy.dist_value(obs, mask)
     action = dist.sample()
     return action, policy.head.log_prob(dist, action), value
 

@@ -21,7 +21,7 @@ from rltrain.algos.base import (
 )
 from rltrain.checks import check_fraction, check_non_negative
 from rltrain.errors import UserError
-from rltrain.nets.q import QNetwork
+from rltrain.nets.q import QNetwork, masked_argmax
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
 
@@ -94,12 +94,11 @@ def linear_schedule(step: int, initial: float, final: float, decay_steps: int) -
 
 
 def greedy_next_value(q_next_online: torch.Tensor, q_next_target: torch.Tensor,
-                      double_q: bool) -> torch.Tensor:
-    """max_a' Q_target(s', a') or, with double-Q, Q_target(s', argmax_a' Q_online(s', a')); [B]."""
-    if double_q:
-        best = q_next_online.argmax(dim=-1, keepdim=True)
-        return q_next_target.gather(-1, best).squeeze(-1)
-    return q_next_target.max(dim=-1).values
+                      double_q: bool, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """max_a' Q_target(s', a') or, with double-Q, Q_target(s', argmax_a' Q_online(s', a')); [B].
+    `mask` [B, n]: a' ranges over the valid actions at s' only."""
+    best = masked_argmax(q_next_online if double_q else q_next_target, mask)
+    return q_next_target.gather(-1, best.unsqueeze(-1)).squeeze(-1)
 
 
 class DQN:
@@ -124,10 +123,13 @@ class DQN:
                               c.exploration_steps)
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
-        """ε-greedy actions `[N]`, drawn independently for every env row."""
-        greedy = self.q_net(obs).argmax(dim=-1)
-        random = torch.randint_like(greedy, self.spec.action_dim)
+    def act(self, obs: torch.Tensor, global_step: int,
+            action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """ε-greedy actions `[N]`, drawn independently for every env row; with `action_mask`
+        [N, n] both the greedy and the random action are valid ones."""
+        greedy = masked_argmax(self.q_net(obs), action_mask)
+        random = (torch.randint_like(greedy, self.spec.action_dim) if action_mask is None
+                  else torch.multinomial(action_mask.float(), 1).squeeze(-1))
         explore = torch.rand(greedy.shape, device=greedy.device) < self.epsilon(global_step)
         return torch.where(explore, random, greedy)
 
@@ -136,7 +138,8 @@ class DQN:
         """y = r + γ (1 − terminated) Q̂(s', a*), detached; [B]."""
         q_next_target = self.q_target(batch.next_obs)
         q_next_online = self.q_net(batch.next_obs) if self.cfg.double_q else q_next_target
-        next_value = greedy_next_value(q_next_online, q_next_target, self.cfg.double_q)
+        next_value = greedy_next_value(q_next_online, q_next_target, self.cfg.double_q,
+                                       batch.next_action_masks)
         return td_target(batch.rewards, next_value, batch.terminated, self.cfg.gamma)
 
     def learning_rate(self, global_step: int) -> float:

@@ -78,9 +78,10 @@ class PPO:
         self.optimizer = adam(self.policy.parameters(), cfg.lr, eps=cfg.adam_eps)
         self._params = list(self.policy.parameters())
 
-    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample (action, log_prob, value) for a rollout step."""
-        return sample_rollout_step(self.policy, obs, self.noise_clock)
+    def act(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None,
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample (action, log_prob, value) for a rollout step (`action_mask`: valid actions)."""
+        return sample_rollout_step(self.policy, obs, self.noise_clock, action_mask)
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -121,7 +122,8 @@ class PPO:
         adv, returns = batch.advantages[idx], batch.returns[idx]
         if self.cfg.normalize_advantage and adv.numel() > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        dist, values = self.policy.dist_value(obs)
+        masks = None if batch.action_masks is None else batch.action_masks[idx]
+        dist, values = self.policy.dist_value(obs, masks)  # masked: loss and entropy over valid actions
         log_ratio = self.policy.head.log_prob(dist, actions) - old_log_prob
         policy_loss, clip_frac = self._policy_loss(log_ratio, adv)
         value_loss = self._value_loss(values, old_values, returns)

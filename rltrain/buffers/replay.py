@@ -69,22 +69,27 @@ class ReplayBuffer:
         self.actions = torch.zeros((c, *action_shape), dtype=action_dtype, device=self.device)
         self.rewards = torch.zeros(c, dtype=torch.float32, device=self.device)
         self.terminated = torch.zeros(c, dtype=torch.float32, device=self.device)
+        self.next_masks: torch.Tensor | None = None  # [C, n] bool, on the first masked add
         self.pos = 0  # next slot to write
         self.size = 0  # filled slots
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the preallocated storage."""
-        tensors = (self.obs, self.next_obs, self.actions, self.rewards, self.terminated)
+        tensors = (self.obs, self.next_obs, self.actions, self.rewards, self.terminated,
+                   *(() if self.next_masks is None else (self.next_masks,)))
         return sum(t.element_size() * t.numel() for t in tensors)
 
     def add(self, obs: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
             next_obs: torch.Tensor, terminated: torch.Tensor, done: torch.Tensor | None = None,
-            ) -> None:
+            next_mask: torch.Tensor | None = None) -> None:
         """Append a batch of N transitions (leading dimension N); `done` is ignored (the
-        frame-deduplicating replay accepts it too)."""
+        frame-deduplicating replay accepts it too); `next_mask` [N, n]: valid actions at
+        `next_obs` (a masked env)."""
         n = obs.shape[0]
         idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
+        if next_mask is not None:
+            self._masks(next_mask.shape[1])[idx] = next_mask
         self.obs[idx] = obs
         self.actions[idx] = action
         self.rewards[idx] = reward
@@ -98,15 +103,24 @@ class ReplayBuffer:
         if self.size == 0:
             raise RuntimeError("sample() from an empty replay buffer")
         idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
+        masks = None if self.next_masks is None else self.next_masks[idx]
         return TransitionBatch(self.obs[idx], self.actions[idx], self.rewards[idx],
-                               self.next_obs[idx], self.terminated[idx])
+                               self.next_obs[idx], self.terminated[idx], masks)
+
+    def _masks(self, n_actions: int) -> torch.Tensor:
+        """The `[C, n]` next-state mask storage, made (all valid) on first use."""
+        if self.next_masks is None:
+            self.next_masks = torch.ones((self.capacity, n_actions), dtype=torch.bool,
+                                         device=self.device)
+        return self.next_masks
 
     def state_dict(self) -> dict:
         """Filled contents and ring position (for checkpoints that save the buffer)."""
         n = self.size
         return {"obs": self.obs[:n].cpu(), "next_obs": self.next_obs[:n].cpu(),
                 "actions": self.actions[:n].cpu(), "rewards": self.rewards[:n].cpu(),
-                "terminated": self.terminated[:n].cpu(), "pos": self.pos, "size": n}
+                "terminated": self.terminated[:n].cpu(), "pos": self.pos, "size": n,
+                **({} if self.next_masks is None else {"next_masks": self.next_masks[:n].cpu()})}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict()` into a buffer of at least the same capacity."""
@@ -116,4 +130,7 @@ class ReplayBuffer:
         for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
             target = getattr(self, name)
             target[:n] = state[name].to(self.device, target.dtype)
+        masks = state.get("next_masks")
+        if isinstance(masks, torch.Tensor) and masks.dim() == 2 and len(masks) == n:
+            self._masks(masks.shape[1])[:n] = masks.to(self.device, torch.bool)
         self.pos, self.size = int(state["pos"]) % self.capacity, n

@@ -52,13 +52,20 @@ class RolloutBuffer:
         self.terminated = torch.zeros((t, n), dtype=torch.bool, device=device)
         self.truncated = torch.zeros((t, n), dtype=torch.bool, device=device)
         self.truncated_values = torch.zeros((t, n), device=device)
+        self.action_masks: torch.Tensor | None = None  # [T, N, n] bool, on the first masked add
         self.step = 0
 
     def add(self, obs: torch.Tensor, action: torch.Tensor, log_prob: torch.Tensor,
             value: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor,
-            truncated: torch.Tensor) -> None:
-        """Store step `self.step`; the caller fills `truncated_values` for truncated rows."""
+            truncated: torch.Tensor, action_mask: torch.Tensor | None = None) -> None:
+        """Store step `self.step`; the caller fills `truncated_values` for truncated rows.
+        `action_mask` [N, n]: the valid actions at `obs` (a masked env gives one every step)."""
         t = self.step
+        if action_mask is not None:
+            if self.action_masks is None:
+                self.action_masks = torch.ones((self.n_steps, *action_mask.shape),
+                                               dtype=torch.bool, device=self.device)
+            self.action_masks[t] = action_mask
         self.obs[t], self.actions[t], self.log_probs[t] = obs, action, log_prob
         self.values[t], self.rewards[t] = value, reward
         self.terminated[t], self.truncated[t] = terminated, truncated
@@ -80,5 +87,6 @@ class RolloutBuffer:
                                gamma, gae_lambda)
         self.step = 0
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
+        masks = None if self.action_masks is None else flat(self.action_masks)
         return RolloutBatch(flat(self.obs), flat(self.actions), flat(self.log_probs),
-                            flat(self.values), flat(adv), flat(ret))
+                            flat(self.values), flat(adv), flat(ret), masks)

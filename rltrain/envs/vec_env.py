@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from rltrain.envs.extras import vector_extras
+from rltrain.envs.masks import MASK_KEY, to_mask
 from rltrain.errors import EnvError, TrainingError, UserError
 from rltrain.types import EnvSpec, StepResult
 
@@ -57,6 +58,18 @@ def describe_action_space(space: gym.Space) -> tuple[str, int]:
     raise UserError(f"unsupported action space {space}: rltrain handles Discrete and 1-D Box")
 
 
+def _has_method(venv: gym.vector.VectorEnv, name: str) -> bool:
+    """True when every sub-env has a method `name`, through its wrappers (asked without calling
+    it: a sync env's first env is looked at; async workers answer `has_wrapper_attr`)."""
+    envs = getattr(venv, "envs", None)
+    try:
+        if envs:
+            return envs[0].has_wrapper_attr(name) and callable(envs[0].get_wrapper_attr(name))
+        return all(bool(has) for has in venv.call("has_wrapper_attr", name))
+    except Exception:  # noqa: BLE001 - an env too old to answer is an env without masks
+        return False
+
+
 def is_pixels(space: gym.spaces.Box) -> bool:
     """True for uint8 observations, or any bounded to [0, 255]: pixel intensities."""
     if space.dtype == np.uint8:
@@ -93,6 +106,9 @@ class GymVecEnv:
         n = venv.num_envs
         self._ep_return = np.zeros(n, dtype=np.float64)
         self._ep_length = np.zeros(n, dtype=np.int64)
+        # invalid-action masks (Discrete only, see envs/masks.py): a method of the envs, or infos
+        self._mask_method = kind == "discrete" and _has_method(venv, "action_masks")
+        self._info_mask: torch.Tensor | None = None
         if kind == "box":
             low = venv.single_action_space.low.astype(np.float64)
             high = venv.single_action_space.high.astype(np.float64)
@@ -127,6 +143,7 @@ class GymVecEnv:
         self._ep_return[:] = 0.0
         self._ep_length[:] = 0
         self.reset_info = self._env_info(info)
+        self._info_mask = self._mask_from_info(info, None)
         return self._obs(obs)
 
     def step(self, action: torch.Tensor) -> StepResult:
@@ -143,6 +160,7 @@ class GymVecEnv:
             final_obs = obs.copy()
             for i in np.flatnonzero(info["_final_obs"]):
                 final_obs[i] = info["final_obs"][i]
+        self._info_mask = self._mask_from_info(info, self._info_mask)
         out_info: dict[str, Any] = vector_extras(info, self.log_keys)
         if self.info_keys:
             out_info["env_info"] = self._env_info(info)
@@ -167,6 +185,30 @@ class GymVecEnv:
             final_obs=self._obs(final_obs),
             info=out_info,
         )
+
+    def current_action_mask(self) -> torch.Tensor | None:
+        """Bool `[N, n]` valid actions at the current observations; None for an unmasked env."""
+        if self._mask_method:
+            try:
+                masks = self.venv.call("action_masks")
+            except Exception as exc:  # the user's env code: one line naming it
+                raise self._fault("action_masks", exc) from exc
+            return to_mask(np.stack([np.asarray(m) for m in masks]), self.spec.num_envs,
+                           self.spec.action_dim, self.name, self.device)
+        return self._info_mask
+
+    def _mask_from_info(self, info: dict[str, Any], previous: torch.Tensor | None,
+                        ) -> torch.Tensor | None:
+        """`info["action_mask"]` as a bool `[N, n]` tensor; rows that gave none this time keep
+        `previous` (every action valid when there is none)."""
+        if self.spec.action_kind != "discrete" or MASK_KEY not in info:
+            return previous
+        n, k = self.spec.num_envs, self.spec.action_dim
+        values = to_mask(info[MASK_KEY], n, k, self.name, self.device, check_rows=False)
+        given = torch.as_tensor(np.asarray(info.get("_" + MASK_KEY, np.ones(n, dtype=bool)),
+                                           dtype=bool), device=self.device).reshape(n, 1)
+        fallback = previous if previous is not None else torch.ones_like(values)
+        return to_mask(torch.where(given, values, fallback), n, k, self.name, self.device)
 
     def _env_info(self, info: dict[str, Any]) -> dict[str, np.ndarray]:
         """The `info_keys` columns of a vector `info` (see `info_keys`)."""

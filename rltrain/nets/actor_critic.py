@@ -41,24 +41,29 @@ class ActorCritic(nn.Module):
         self.critic = mlp(features, critic.hidden, 1, critic.activation, out_gain=1.0,
                           ortho=critic.ortho, layer_norm=critic.layer_norm)
 
-    def dist(self, obs: torch.Tensor):
-        """The action distribution at `obs` [B, *obs_shape]."""
-        return self.head(self.actor_body(encode(self.actor_encoder, obs)))
+    def dist(self, obs: torch.Tensor, mask: torch.Tensor | None = None):
+        """The action distribution at `obs` [B, *obs_shape]; `mask` [B, n]: valid actions."""
+        return self._head(self.actor_body(encode(self.actor_encoder, obs)), mask)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(obs) as a [B] tensor."""
         encoder = self.actor_encoder if self.shared else self.critic_encoder
         return self.critic(encode(encoder, obs)).squeeze(-1)
 
-    def dist_value(self, obs: torch.Tensor):
+    def dist_value(self, obs: torch.Tensor, mask: torch.Tensor | None = None):
         """(the action distribution, V(obs) [B]) at `obs`; a shared encoder runs once."""
         if not self.shared:
-            return self.dist(obs), self.value(obs)
+            return self.dist(obs, mask), self.value(obs)
         features = encode(self.actor_encoder, obs)
-        return self.head(self.actor_body(features)), self.critic(features).squeeze(-1)
+        return self._head(self.actor_body(features), mask), self.critic(features).squeeze(-1)
+
+    def _head(self, features: torch.Tensor, mask: torch.Tensor | None):
+        """The head's distribution; only a categorical head takes an action mask."""
+        return self.head(features) if mask is None else self.head(features, mask)
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        """Action for evaluation and export."""
-        dist = self.dist(obs)
+    def act(self, obs: torch.Tensor, deterministic: bool = True,
+            action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Action for evaluation and export (`action_mask`: never an invalid action)."""
+        dist = self.dist(obs, action_mask)
         return self.head.mode(dist) if deterministic else dist.sample()

@@ -15,10 +15,19 @@ from torch import nn
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-class CategoricalDist:
-    """A batch of categorical distributions given by logits [B, n]."""
+MASKED_LOGIT = -1e8
+"""The logit of an invalid action: its probability underflows to exactly 0, yet p · log p stays
+0 · (−1e8) = 0 in the entropy (−inf would give nan there)."""
 
-    def __init__(self, logits: torch.Tensor):
+
+class CategoricalDist:
+    """A batch of categorical distributions given by logits [B, n]; `mask` [B, n] (bool, True =
+    valid) gives invalid actions probability 0, so sampling, the mode, log-probabilities and
+    the entropy cover the valid actions only."""
+
+    def __init__(self, logits: torch.Tensor, mask: torch.Tensor | None = None):
+        if mask is not None:
+            logits = logits.masked_fill(~mask, MASKED_LOGIT)
         self.log_probs = torch.log_softmax(logits, dim=-1)
 
     def sample(self) -> torch.Tensor:
@@ -72,8 +81,8 @@ class CategoricalHead(nn.Module):
         nn.init.orthogonal_(self.logits.weight, 0.01)
         nn.init.zeros_(self.logits.bias)
 
-    def forward(self, features: torch.Tensor) -> CategoricalDist:
-        return CategoricalDist(self.logits(features))
+    def forward(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> CategoricalDist:
+        return CategoricalDist(self.logits(features), mask)
 
     @staticmethod
     def log_prob(dist: CategoricalDist, action: torch.Tensor) -> torch.Tensor:

@@ -48,7 +48,16 @@ class QNetwork(nn.Module):
         return self.head(self.body(encode(self.encoder, obs)))
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        """Greedy action `[B]` (long). ε-greedy exploration belongs to the algorithm, so
-        `deterministic` is accepted for the policy interface and ignored."""
-        return self(obs).argmax(dim=-1)
+    def act(self, obs: torch.Tensor, deterministic: bool = True,
+            action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Greedy action `[B]` (long), among the valid ones when `action_mask` [B, n] is given.
+        ε-greedy exploration belongs to the algorithm, so `deterministic` is accepted for the
+        policy interface and ignored."""
+        return masked_argmax(self(obs), action_mask)
+
+
+def masked_argmax(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """argmax over the last dim, over the entries `mask` allows (all when None); `[B]`."""
+    if mask is not None:
+        q = q.masked_fill(~mask, torch.finfo(q.dtype).min)
+    return q.argmax(dim=-1)

@@ -10,17 +10,29 @@ import torch
 from rltrain.algos.base import OffPolicyConfig, mean_metrics
 from rltrain.buffers.frame_replay import FrameReplayBuffer
 from rltrain.buffers.replay import ReplayBuffer, obs_storage_dtype
+from rltrain.envs.masks import action_mask
 from rltrain.runner.context import LoopContext
 from rltrain.types import EnvSpec
 
 log = logging.getLogger("rltrain")
 
 
-def random_actions(spec: EnvSpec, device: torch.device) -> torch.Tensor:
-    """Uniform random actions for every env: indices for Discrete, [-1, 1] for Box."""
+def random_actions(spec: EnvSpec, device: torch.device,
+                   mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Uniform random actions for every env: indices for Discrete (among the valid ones when
+    `mask` [N, n] is given), [-1, 1] for Box."""
+    if mask is not None:
+        return torch.multinomial(mask.float(), 1).squeeze(-1)
     if spec.action_kind == "discrete":
         return torch.randint(0, spec.action_dim, (spec.num_envs,), device=device)
     return torch.rand((spec.num_envs, spec.action_dim), device=device) * 2.0 - 1.0
+
+
+def next_state_mask(env, done: torch.Tensor) -> torch.Tensor | None:
+    """The valid actions at each transition's next observation: the env's current mask, all
+    True for rows that just ended (their mask is already the next episode's)."""
+    mask = action_mask(env)
+    return None if mask is None else mask | done.unsqueeze(-1)
 
 
 def make_replay(spec: EnvSpec, cfg: OffPolicyConfig, device: torch.device,
@@ -56,12 +68,19 @@ def run_off_policy(ctx: LoopContext) -> None:
         # ---- one vector-env step: random before learning_starts, then the policy -------------
         ctx.fire("pre_rollout")
         t0 = time.perf_counter()
+        mask = action_mask(env)  # None unless the env says which actions are valid
         if state.global_step < cfg.learning_starts:
-            action = random_actions(env.spec, ctx.device)
-        else:
+            action = random_actions(env.spec, ctx.device, mask)
+        elif mask is None:
             action = algo.act(ctx.obs, state.global_step)
+        else:
+            action = algo.act(ctx.obs, state.global_step, action_mask=mask)
         res = env.step(action)
-        replay.add(ctx.obs, action, res.reward, res.final_obs, res.terminated)
+        if mask is None:
+            replay.add(ctx.obs, action, res.reward, res.final_obs, res.terminated)
+        else:
+            replay.add(ctx.obs, action, res.reward, res.final_obs, res.terminated,
+                       next_mask=next_state_mask(env, res.terminated | res.truncated))
         ctx.episodes.record(res)
         ctx.obs = res.obs
         state.global_step += n

@@ -10,6 +10,7 @@ import torch
 
 from rltrain.buffers.replay import obs_storage_dtype
 from rltrain.buffers.rollout import RolloutBuffer
+from rltrain.envs.masks import action_mask
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.context import LoopContext
 
@@ -37,9 +38,10 @@ def run_on_policy(ctx: LoopContext) -> None:
         ctx.fire("pre_rollout")
         t0 = time.perf_counter()
         for _ in range(steps):
-            action, log_prob, value = algo.act(obs)
+            mask = action_mask(env)  # None unless the env says which actions are valid
+            action, log_prob, value = algo.act(obs) if mask is None else algo.act(obs, mask)
             res = env.step(action)
-            buf.add(obs, action, log_prob, value, res.reward, res.terminated, res.truncated)
+            buf.add(obs, action, log_prob, value, res.reward, res.terminated, res.truncated, mask)
             if res.truncated.any():  # time limit: bootstrap from V(final obs), not from 0
                 rows = res.truncated
                 buf.truncated_values[buf.step - 1, rows] = algo.value(res.final_obs[rows])

@@ -1,0 +1,55 @@
+"""Invalid-action masks: where an env says which Discrete actions are valid, and how the loops
+and evaluation read them.
+
+An env exposes its valid actions in one of two ways (bool, one entry per action, True = valid):
+- an `action_masks()` method returning the mask of its current state (the sb3-contrib
+  convention), or
+- `info["action_mask"]` from `reset()` and `step()` (gymnasium stacks it to `[N, n]`).
+Native batched envs put `[N, n]` bool tensors in `info["action_mask"]` the same way.
+The `GymVecEnv` adapter keeps the mask of the current observations; `action_mask(env)` finds it
+through any wrappers. An env that gives neither is unmasked (`None`), and nothing changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rltrain.errors import EnvError
+
+MASK_KEY = "action_mask"
+
+
+def action_mask(env: Any) -> torch.Tensor | None:
+    """The bool `[N, n]` mask of `env`'s current observations, or None for an unmasked env.
+
+    Walks down `.env` through rltrain's VecEnv wrappers to the adapter that tracks the mask.
+    """
+    while env is not None:
+        current = getattr(env, "current_action_mask", None)
+        if callable(current):
+            return current()
+        env = getattr(env, "env", None)
+    return None
+
+
+def to_mask(values: Any, num_envs: int, n_actions: int, name: str,
+            device: torch.device, check_rows: bool = True) -> torch.Tensor:
+    """Check and convert what an env gave as masks to a bool `[N, n]` tensor on `device`;
+    `check_rows`: refuse a row with no valid action."""
+    try:
+        array = np.asarray(values.cpu() if isinstance(values, torch.Tensor) else values)
+        mask = torch.as_tensor(array.astype(bool)).reshape(num_envs, n_actions)
+    except (TypeError, ValueError, RuntimeError):
+        raise EnvError(f"env {name}: its action mask must be one bool per action ({n_actions}) "
+                       f"for each of the {num_envs} envs; got shape {np.shape(values)}") from None
+    if not check_rows:
+        return mask.to(device)
+    empty = ~mask.any(dim=1)
+    if empty.any():
+        row = int(torch.nonzero(empty)[0])
+        raise EnvError(f"env {name}: its action mask allows no action in row {row}; at least one "
+                       f"action must be valid in every state")
+    return mask.to(device)

@@ -1,0 +1,131 @@
+"""Invalid-action masks: honoured in sampling, the mode, log-probabilities, entropies, DQN's
+greedy and random actions and its TD target, stored by both buffers, and end to end a strict env
+(which raises on an invalid action) trains and evaluates with PPO, A2C and DQN under both
+conventions (`action_masks()` and `info["action_mask"]`)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rltrain.algos.dqn import DQN, DQNConfig, greedy_next_value
+from rltrain.buffers.replay import ReplayBuffer
+from rltrain.buffers.rollout import RolloutBuffer
+from rltrain.compose import compose_train_config
+from rltrain.errors import EnvError
+from rltrain.nets.heads import CategoricalDist
+from rltrain.runner.runner import Runner
+from rltrain.types import EnvSpec
+
+MASK = torch.tensor([[True, False, True, False], [False, False, False, True]])
+LOGITS = torch.tensor([[0.0, 5.0, 1.0, 9.0], [3.0, 2.0, 1.0, 0.0]])  # invalid ones highest
+
+
+def test_masked_categorical_never_samples_or_prefers_an_invalid_action():
+    torch.manual_seed(0)
+    dist = CategoricalDist(LOGITS.repeat(500, 1), MASK.repeat(500, 1))
+    samples = dist.sample().view(500, 2)
+    assert MASK[0, samples[:, 0]].all() and (samples[:, 1] == 3).all()
+    assert dist.mode()[:2].tolist() == [2, 3]
+
+
+def test_masked_log_prob_and_entropy_cover_the_valid_actions_only():
+    dist = CategoricalDist(LOGITS, MASK)
+    p0 = torch.softmax(torch.tensor([0.0, 1.0]), 0)  # row 0: actions 0 and 2
+    assert dist.log_prob(torch.tensor([2, 3])).tolist() == pytest.approx([math.log(p0[1]), 0.0])
+    expected = [-(p0 * p0.log()).sum().item(), 0.0]
+    assert dist.entropy().tolist() == pytest.approx(expected, abs=1e-6)
+    assert torch.isfinite(dist.entropy()).all()
+
+
+SPEC = EnvSpec(obs_shape=(3,), action_kind="discrete", action_dim=4, num_envs=2)
+
+
+def test_dqn_acts_greedily_and_randomly_among_valid_actions_only():
+    torch.manual_seed(0)
+    dqn = DQN(DQNConfig(hidden_sizes=[8], exploration_initial_eps=1.0,
+                        exploration_final_eps=1.0), SPEC)
+    obs = torch.randn(2, 3)
+    actions = torch.stack([dqn.act(obs, 0, action_mask=MASK) for _ in range(300)])
+    assert MASK[0, actions[:, 0]].all() and (actions[:, 1] == 3).all()
+    assert set(actions[:, 0].tolist()) == {0, 2}  # random exploration reaches both valid ones
+    greedy = DQN(DQNConfig(hidden_sizes=[8], exploration_initial_eps=0.0,
+                           exploration_final_eps=0.0), SPEC)
+    assert MASK.gather(1, greedy.act(obs, 0, action_mask=MASK).unsqueeze(1)).all()
+    assert MASK.gather(1, greedy.policy.act(obs, action_mask=MASK).unsqueeze(1)).all()
+
+
+@pytest.mark.parametrize("double_q", [False, True])
+def test_td_target_maximises_over_the_valid_next_actions(double_q):
+    q = LOGITS  # online and target alike: the valid maxima are 1.0 (action 2) and 0.0 (action 3)
+    assert greedy_next_value(q, q, double_q, MASK).tolist() == [1.0, 0.0]
+    assert greedy_next_value(q, q, double_q).tolist() == [9.0, 3.0]
+
+
+def test_rollout_buffer_hands_the_masks_to_the_update_batch():
+    buf = RolloutBuffer(2, 2, (3,), (), torch.long, torch.device("cpu"))
+    for t in range(2):
+        buf.add(torch.zeros(2, 3), torch.tensor([0, 3]), torch.zeros(2), torch.zeros(2),
+                torch.zeros(2), torch.zeros(2, dtype=torch.bool),
+                torch.zeros(2, dtype=torch.bool), MASK if t == 0 else ~MASK)
+    batch = buf.finish(torch.zeros(2), 0.99, 0.95)
+    assert torch.equal(batch.action_masks, torch.cat([MASK, ~MASK]))
+
+
+def test_replay_stores_samples_and_restores_next_state_masks():
+    replay = ReplayBuffer(4, (2,), (), torch.long, torch.device("cpu"))
+    for t in range(3):  # 6 rows into 4 slots: wraps around
+        obs = torch.tensor([[t, 0.0], [t, 1.0]])  # (step, env row)
+        replay.add(obs, torch.tensor([t, t]), torch.zeros(2), torch.zeros(2, 2), torch.zeros(2),
+                   next_mask=MASK if t != 1 else ~MASK)
+    batch = replay.sample(64)
+    for (t, row), mask in zip(batch.obs.long().tolist(), batch.next_action_masks, strict=True):
+        assert t in (1, 2)
+        assert torch.equal(mask, (MASK if t != 1 else ~MASK)[row])
+    restored = ReplayBuffer(4, (2,), (), torch.long, torch.device("cpu"))
+    restored.load_state_dict(replay.state_dict())
+    assert torch.equal(restored.next_masks, replay.next_masks)
+
+
+def run_on(env_class: str, algo: str, tmp_path, steps: int = 320, **extra: str):
+    overrides = [f"algo={algo}", f"env.id=tests.envs.masked_envs:{env_class}", "env.num_envs=2",
+                 f"total_timesteps={steps}", "algo.hidden_sizes=[16]", "eval.episodes=4",
+                 "eval.num_envs=2", "logger=none", "progress=off", "checkpoint.freq=0",
+                 *(f"{k}={v}" for k, v in extra.items())]
+    if algo == "ppo":
+        overrides += ["algo.n_steps=32", "algo.batch_size=32"]
+    if algo == "dqn":
+        overrides += ["algo.learning_starts=64", "algo.batch_size=16",
+                      "checkpoint.save_buffer=true"]
+    return Runner(compose_train_config(overrides), tmp_path).run()
+
+
+@pytest.mark.parametrize("env_class", ["PickTarget", "PickTargetInfo"])
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "dqn"])
+def test_a_strict_masked_env_trains_and_evaluates_without_an_invalid_action(algo, env_class,
+                                                                             tmp_path):
+    result = run_on(env_class, algo, tmp_path)  # the env raises on any invalid action
+    assert result["episodes"] == 4
+
+
+def test_the_strict_env_does_catch_an_agent_that_ignores_the_mask(tmp_path, monkeypatch):
+    import rltrain.runner.on_policy as loop
+
+    monkeypatch.setattr(loop, "action_mask", lambda env: None)
+    with pytest.raises(EnvError, match="InvalidAction"):
+        run_on("PickTarget", "ppo", tmp_path)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("[true, false]", "one bool per action"),
+    ("[false, false, false, false, false, false, false, false]", "allows no action in row"),
+])
+def test_a_malformed_mask_is_one_line_naming_the_env(bad, message, tmp_path, monkeypatch):
+    from tests.envs import masked_envs
+
+    mask = torch.tensor(eval(bad.replace("true", "True").replace("false", "False")))
+    monkeypatch.setattr(masked_envs.PickTarget, "action_masks", lambda self: mask.numpy())
+    with pytest.raises(EnvError, match=message):
+        run_on("PickTarget", "ppo", tmp_path)
