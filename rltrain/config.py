@@ -135,6 +135,9 @@ class EnvConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments passed to `gymnasium.make`, the factory or the native env (add
     one on the command line with `+env.kwargs.name=value`)."""
+    frame_stack: int = 0
+    """Vector observations: stack the last frame_stack observations, `[frame_stack * D]`,
+    oldest first, reset per env at episode starts (0: off). Pixels: `env.atari.frame_stack`."""
     atari: AtariConfig = field(default_factory=AtariConfig)
     """Atari preprocessing (no-op reset, frame skip, 84x84 grayscale, frame stack, ...)."""
 
@@ -360,6 +363,8 @@ def _check_env(env: EnvConfig) -> None:
         raise UserError(f"env.max_episode_steps={env.max_episode_steps} must be > 0 "
                         f"(null keeps the env's own time limit)")
     check_positive("env.clip_obs", env.clip_obs)
+    if type(env.frame_stack) is not int or env.frame_stack < 0:
+        raise UserError(f"env.frame_stack={env.frame_stack!r} must be a whole number >= 0")
     if env.vectorization not in ("sync", "async"):
         raise UserError(f"env.vectorization={env.vectorization!r}: choose sync or async")
     if env.backend not in _ENV_BACKENDS:

@@ -26,6 +26,7 @@ from rltrain.envs.custom import (
     make_gym_env,
     resolve_env_id,
 )
+from rltrain.envs.frame_stack import VectorFrameStack
 from rltrain.envs.native import check_native_kwargs, make_native
 from rltrain.envs.normalize import NormalizeObs, ScaleReward
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
@@ -137,6 +138,13 @@ def make_env(
                         f"(uint8 by 1/255) instead: set env.normalize_obs=false")
     if cfg.normalize_obs:
         env = NormalizeObs(env, clip=cfg.clip_obs, training=training)
+    if cfg.frame_stack > 0:  # after normalizing: each slot is normalized like a single obs
+        if len(env.spec.obs_shape) != 1:
+            env.close()
+            raise UserError(f"env.frame_stack={cfg.frame_stack} stacks vector observations; "
+                            f"{cfg.id}'s are {list(env.spec.obs_shape)} (images: use "
+                            f"env.atari.frame_stack)")
+        env = VectorFrameStack(env, cfg.frame_stack)
     if cfg.normalize_reward and training:
         env = ScaleReward(env, gamma=gamma)
     return env
@@ -180,7 +188,7 @@ def _check_rms(state: dict, key: str, shape: tuple[int, ...], why: str) -> None:
 def _wrappers(env: VecEnv) -> list[Any]:
     """`env` and the VecEnvs it wraps (normalizers first), down to the base env (last)."""
     out = [env]
-    while isinstance(out[-1], (NormalizeObs, ScaleReward, *ATARI_VEC_WRAPPERS)):
+    while isinstance(out[-1], (NormalizeObs, ScaleReward, VectorFrameStack, *ATARI_VEC_WRAPPERS)):
         out.append(out[-1].env)
     return out
 
@@ -202,6 +210,8 @@ def capture_problem(env: VecEnv) -> str | None:
     from rltrain.envs.snapshot import capture_problem as gym_problem
     from rltrain.envs.snapshot import has_protocol
 
+    if any(isinstance(layer, VectorFrameStack) for layer in _wrappers(env)):
+        return "the observation stack of env.frame_stack is not saved"
     base = _wrappers(env)[-1]
     if isinstance(base, GymVecEnv):
         return gym_problem(base.venv)

@@ -5,9 +5,10 @@ An env exposes its valid actions in one of two ways (bool, one entry per action,
 - an `action_masks()` method returning the mask of its current state (the sb3-contrib
   convention), or
 - `info["action_mask"]` from `reset()` and `step()` (gymnasium stacks it to `[N, n]`).
-Native batched envs put `[N, n]` bool tensors in `info["action_mask"]` the same way.
-The `GymVecEnv` adapter keeps the mask of the current observations; `action_mask(env)` finds it
-through any wrappers. An env that gives neither is unmasked (`None`), and nothing changes.
+The `GymVecEnv` adapter keeps the mask of the current observations and answers
+`current_action_mask()`; a native batched env (`VecEnv`) with masks implements that method
+itself, returning a bool `[N, n]` tensor. `action_mask(env)` finds it through rltrain's wrappers.
+An env that gives neither is unmasked (`None`), and nothing changes.
 """
 
 from __future__ import annotations
