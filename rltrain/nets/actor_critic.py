@@ -32,11 +32,12 @@ class ActorCritic(nn.Module):
         self.actor_body = mlp(features, actor.hidden, None, actor.activation, ortho=actor.ortho,
                               layer_norm=actor.layer_norm)
         if spec.action_kind == "discrete":
-            self.head: nn.Module = CategoricalHead(last, spec.action_dim)
+            self.head: nn.Module = CategoricalHead(last, spec.action_dim, actor.ortho)
         elif sde[0]:  # (use_sde, use_expln)
-            self.head = SDEHead(last, spec.action_dim, log_std_init, use_expln=sde[1])
+            self.head = SDEHead(last, spec.action_dim, log_std_init, sde[1], actor.ortho)
         else:
-            self.head = GaussianHead(last, spec.action_dim, log_std_init, *log_std_bounds)
+            self.head = GaussianHead(last, spec.action_dim, log_std_init, *log_std_bounds,
+                                     ortho=actor.ortho)
         self.critic_encoder, features = (None, features) if share_encoder else make_encoder(critic)
         self.critic = mlp(features, critic.hidden, 1, critic.activation, out_gain=1.0,
                           ortho=critic.ortho, layer_norm=critic.layer_norm)

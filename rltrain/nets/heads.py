@@ -12,6 +12,8 @@ import math
 import torch
 from torch import nn
 
+from rltrain.nets.mlp import init_linear
+
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
@@ -72,14 +74,18 @@ class DiagGaussianDist:
         return self.mean
 
 
+def policy_layer(in_dim: int, out_dim: int, ortho: bool) -> nn.Linear:
+    """The action layer: orthogonal with gain 0.01 (near-uniform, near-zero-mean actions at the
+    start) when `ortho`, else PyTorch's default init, as SB3 does with `ortho_init=False`."""
+    return init_linear(nn.Linear(in_dim, out_dim), 0.01, ortho)
+
+
 class CategoricalHead(nn.Module):
     """Logits -> `CategoricalDist` over `n` actions."""
 
-    def __init__(self, in_dim: int, n: int):
+    def __init__(self, in_dim: int, n: int, ortho: bool = True):
         super().__init__()
-        self.logits = nn.Linear(in_dim, n)
-        nn.init.orthogonal_(self.logits.weight, 0.01)
-        nn.init.zeros_(self.logits.bias)
+        self.logits = policy_layer(in_dim, n, ortho)
 
     def forward(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> CategoricalDist:
         return CategoricalDist(self.logits(features), mask)
@@ -102,11 +108,9 @@ class GaussianHead(nn.Module):
     """Mean from the features, state-independent learned log-std; actions live in [-1, 1] scale."""
 
     def __init__(self, in_dim: int, dim: int, log_std_init: float = 0.0,
-                 log_std_min: float = -20.0, log_std_max: float = 2.0):
+                 log_std_min: float = -20.0, log_std_max: float = 2.0, ortho: bool = True):
         super().__init__()
-        self.mean = nn.Linear(in_dim, dim)
-        nn.init.orthogonal_(self.mean.weight, 0.01)
-        nn.init.zeros_(self.mean.bias)
+        self.mean = policy_layer(in_dim, dim, ortho)
         self.log_std = nn.Parameter(torch.full((dim,), float(log_std_init)))
         self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
 

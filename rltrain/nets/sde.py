@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rltrain.nets.heads import DiagGaussianDist
+from rltrain.nets.heads import DiagGaussianDist, policy_layer
 
 _VAR_EPS = 1e-6
 """Added to the variance so that a zero feature vector still gives a finite log-density."""
@@ -102,11 +102,9 @@ class SDEHead(nn.Module):
     """The gSDE counterpart of `GaussianHead` for PPO and A2C: a linear mean and σ [F, A]."""
 
     def __init__(self, in_dim: int, dim: int, log_std_init: float = -2.0,
-                 use_expln: bool = False):
+                 use_expln: bool = False, ortho: bool = True):
         super().__init__()
-        self.mean = nn.Linear(in_dim, dim)
-        nn.init.orthogonal_(self.mean.weight, 0.01)
-        nn.init.zeros_(self.mean.bias)
+        self.mean = policy_layer(in_dim, dim, ortho)
         self.sde = StateDependentNoise(in_dim, dim, log_std_init, use_expln, learn_features=False)
 
     def forward(self, features: torch.Tensor) -> SDEDist:
