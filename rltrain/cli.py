@@ -175,9 +175,12 @@ def export_command(argv: list[str]) -> dict:
     result = export_policy(cfg.ckpt, cfg.format, cfg.out, cfg.check_samples, cfg.seed, named)
     dtype = "int64" if result["action_kind"] == "discrete" else "float32"
     folded = ", normalization folded in" if result["normalized_obs"] else ""
+    recurrent = result["metadata"].get("recurrent")
+    state = (" + float32 state [{}] (zeros at an episode's start)".format(
+        ", ".join(str(d) for d in recurrent["state_shape"])) if recurrent else "")
     print(f"export: wrote {result['path']} ({result['format']}): {result.get('obs_dtype', 'float32')} obs "
-          f"{_batch_shape(result['obs_shape'])} -> {dtype} env action "
-          f"{_batch_shape(result['action_shape'])}{folded}")
+          f"{_batch_shape(result['obs_shape'])}{state} -> {dtype} env action "
+          f"{_batch_shape(result['action_shape'])}{' + next state' if recurrent else ''}{folded}")
     if not result["ok"]:
         fail(f"export: {agreement_line(result)}", EXIT_TRAINING)
     print(f"export: {agreement_line(result)}")

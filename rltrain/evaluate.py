@@ -42,12 +42,12 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
     returns: list[float] = []
     lengths: list[int] = []
     obs = env.reset(seed)
+    act = PolicyStepper(policy, n, obs.device)
     while (counts < targets).any():
         if stop is not None and stop():
             raise EvalInterrupted
-        mask = action_mask(env)  # a masked env: the policy never picks an invalid action
-        res = env.step(policy.act(obs, deterministic=deterministic) if mask is None
-                       else policy.act(obs, deterministic=deterministic, action_mask=mask))
+        res = env.step(act(obs, deterministic, action_mask(env)))
+        act.episode_ends(res.terminated | res.truncated)
         ep = res.info.get("episode")
         if ep is not None:
             for i, ret, length in zip(ep["index"], ep["return"], ep["length"], strict=True):
@@ -60,6 +60,33 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
     return {"episodes": len(returns), "mean_reward": float(r.mean()), "std_reward": float(r.std()),
             "min_reward": float(r.min()), "max_reward": float(r.max()),
             "mean_length": float(np.mean(lengths)), "returns": returns, "lengths": lengths}
+
+
+class PolicyStepper:
+    """Calls `policy.act` each step, with the env's action mask when it has one; a recurrent
+    policy (`policy.recurrent`) carries its state, zeroed where an episode ended."""
+
+    def __init__(self, policy: Any, n: int, device: torch.device):
+        self.policy = policy
+        self.recurrent = getattr(policy, "recurrent", False)
+        if self.recurrent:
+            self.state = policy.initial_state(n, device)
+            self.starts = torch.ones(n, dtype=torch.bool, device=device)
+
+    def __call__(self, obs: torch.Tensor, deterministic: bool,
+                 mask: torch.Tensor | None) -> torch.Tensor:
+        if self.recurrent:
+            action, self.state = self.policy.act_step(obs, self.state, self.starts,
+                                                      deterministic, mask)
+            return action
+        if mask is None:
+            return self.policy.act(obs, deterministic=deterministic)
+        return self.policy.act(obs, deterministic=deterministic, action_mask=mask)
+
+    def episode_ends(self, done: torch.Tensor) -> None:
+        """The rows whose next observation begins a new episode."""
+        if self.recurrent:
+            self.starts = done
 
 
 def episode_targets(episodes: int, num_envs: int) -> list[int]:

@@ -18,6 +18,7 @@ from rltrain.checks import check_finite, check_fraction, check_positive
 from rltrain.errors import UserError
 from rltrain.nets.actor_critic import ActorCritic
 from rltrain.nets.config import NetConfig
+from rltrain.nets.recurrent import RecurrentActorCritic
 from rltrain.nets.sde import NoiseClock, SDEHead, load_sde_state, sde_state
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, RolloutBatch, TransitionBatch
@@ -181,6 +182,18 @@ def make_actor_critic(cfg: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
     return ActorCritic(spec, nets, cfg.log_std_init, (cfg.log_std_min, cfg.log_std_max),
                        share_encoder=cfg.net.share_encoder,
                        sde=(cfg.use_sde, cfg.use_expln))
+
+
+def make_recurrent_actor_critic(cfg: Any, spec: EnvSpec) -> RecurrentActorCritic:
+    """PPO's recurrent network (`cfg.recurrent` lstm/gru), with the same net settings."""
+    nets = resolve_nets(cfg, spec, ortho=cfg.ortho_init)
+    check_sde_spec(cfg, spec, cfg.name)
+    if cfg.net.share_encoder:
+        raise UserError("net.share_encoder: a recurrent policy already has one encoder feeding "
+                        "its core(s); drop net.share_encoder")
+    return RecurrentActorCritic(spec, nets, cfg.recurrent, cfg.recurrent_hidden_size,
+                                cfg.recurrent_layers, cfg.shared_recurrent, cfg.log_std_init,
+                                (cfg.log_std_min, cfg.log_std_max), (cfg.use_sde, cfg.use_expln))
 
 
 @torch.no_grad()

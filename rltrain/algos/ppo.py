@@ -16,13 +16,21 @@ from rltrain.algos.base import (
     load_actor_critic_state,
     make_actor_critic,
     make_noise_clock,
+    make_recurrent_actor_critic,
     on_policy_lr,
     policy_std,
     sample_rollout_step,
     set_lr,
 )
+from rltrain.buffers.sequences import (
+    RecurrentMemory,
+    SequenceBatch,
+    sequence_length,
+    sequence_minibatches,
+)
 from rltrain.checks import check_non_negative, check_positive
 from rltrain.errors import UserError
+from rltrain.nets.recurrent import CORES
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
 
 
@@ -51,6 +59,19 @@ class PPOConfig(OnPolicyConfig):
     """Stop the epochs early when the approximate KL exceeds 1.5 × this (None: never)."""
     adam_eps: float = 1e-5
     """Epsilon of Adam's denominator (1e-5 as in the PPO reference code; torch's default is 1e-8)."""
+    recurrent: str = "none"
+    """`lstm` or `gru`: a recurrent core between the encoder and the heads (`algo=ppo_lstm`
+    sets lstm); `none`: a feed-forward policy."""
+    recurrent_hidden_size: int = 64
+    """Units of the recurrent core (SB3-contrib's `lstm_hidden_size`)."""
+    recurrent_layers: int = 1
+    """Stacked layers of the recurrent core."""
+    shared_recurrent: bool = False
+    """One core feeds actor and critic (false: each has its own, SB3-contrib's
+    `enable_critic_lstm`)."""
+    bptt_len: int = 0
+    """Truncated backpropagation through time: each env's rollout is cut into sequences of this
+    many steps, each starting from the state stored when it was collected (0: n_steps)."""
 
     def validate(self, cfg: Any) -> None:
         """Cross-field checks against the run config."""
@@ -66,6 +87,21 @@ class PPOConfig(OnPolicyConfig):
             check_positive(f"algo.{name}", getattr(self, name))
         for name in ("ent_coef", "vf_coef", "max_grad_norm", "adam_eps"):
             check_non_negative(f"algo.{name}", getattr(self, name))
+        self._validate_recurrent()
+
+    def _validate_recurrent(self) -> None:
+        """The core's kind and sizes; sequences that tile the rollout and the minibatches."""
+        if self.recurrent not in ("none", *CORES):
+            raise UserError(f"algo.recurrent={self.recurrent!r}: choose none, lstm or gru")
+        for name in ("recurrent_hidden_size", "recurrent_layers"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"algo.{name}={getattr(self, name)} must be > 0")
+        if self.bptt_len < 0:
+            raise UserError(f"algo.bptt_len={self.bptt_len} must be >= 0 (0: n_steps)")
+        seq = self.bptt_len or self.n_steps
+        if self.recurrent != "none" and (self.n_steps % seq or self.batch_size % seq):
+            raise UserError(f"algo.bptt_len={seq} must divide algo.n_steps={self.n_steps} and "
+                            f"algo.batch_size={self.batch_size} (minibatches of whole sequences)")
 
 
 class PPO:
@@ -73,20 +109,49 @@ class PPO:
 
     def __init__(self, cfg: PPOConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
-        self.policy = make_actor_critic(cfg, spec).to(self.device)
+        self.recurrent = cfg.recurrent != "none"
+        if self.recurrent:  # the state of the envs' current episodes, and the rollout's record
+            self.policy = make_recurrent_actor_critic(cfg, spec).to(self.device)
+            self.rnn_state = self.policy.initial_state(spec.num_envs, self.device)
+            self.memory = RecurrentMemory()
+        else:
+            self.policy = make_actor_critic(cfg, spec).to(self.device)
         self.noise_clock = make_noise_clock(cfg)  # gSDE only: new noise at each rollout start
         self.optimizer = adam(self.policy.parameters(), cfg.lr, eps=cfg.adam_eps)
         self._params = list(self.policy.parameters())
 
     def act(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None,
+            episode_starts: torch.Tensor | None = None,
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample (action, log_prob, value) for a rollout step (`action_mask`: valid actions)."""
-        return sample_rollout_step(self.policy, obs, self.noise_clock, action_mask)
+        """Sample (action, log_prob, value) for a rollout step (`action_mask`: valid actions;
+        `episode_starts` [N]: recurrent only, the rows whose `obs` begins an episode)."""
+        if not self.recurrent:
+            return sample_rollout_step(self.policy, obs, self.noise_clock, action_mask)
+        return self._recurrent_act(obs, action_mask, episode_starts)
 
     @torch.no_grad()
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """V(obs), detached."""
-        return self.policy.value(obs)
+    def _recurrent_act(self, obs: torch.Tensor, mask: torch.Tensor | None,
+                       starts: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        if starts is None:
+            starts = torch.zeros(obs.shape[0], dtype=torch.bool, device=obs.device)
+        if self.noise_clock is not None and self.noise_clock.tick():
+            self.policy.head.sde.resample(obs.shape[0])
+        actor, critic, state = self.policy.step(obs, self.rnn_state, starts)
+        dist = self.policy.dist(actor, mask)
+        action = dist.sample()
+        self.memory.record(self.rnn_state, starts)
+        self.rnn_state = state
+        return action, self.policy.head.log_prob(dist, action), self.policy.value(critic)
+
+    @torch.no_grad()
+    def value(self, obs: torch.Tensor, episode_starts: torch.Tensor | None = None) -> torch.Tensor:
+        """V(obs), detached. Recurrent: from the state after the last acting step, zeroed for
+        the `episode_starts` rows (a truncated episode's final observation passes none)."""
+        if not self.recurrent:
+            return self.policy.value(obs)
+        starts = (torch.zeros(obs.shape[0], dtype=torch.bool, device=obs.device)
+                  if episode_starts is None else episode_starts)
+        return self.policy.value(self.policy.step(obs, self.rnn_state, starts)[1])
 
     def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> Metrics:
         """Minibatch epochs over one rollout; returns averaged `train/*` metrics."""
@@ -95,12 +160,11 @@ class PPO:
             self.noise_clock.restart()
         lr = on_policy_lr(cfg, progress_remaining)
         set_lr(self.optimizer, lr)
-        size = batch.obs.shape[0]
+        recorded = self.memory.take() if self.recurrent else None
         rows: list[torch.Tensor] = []
         for _ in range(cfg.n_epochs):
-            perm = torch.randperm(size, device=self.device)
-            epoch = [self._minibatch_step(batch, perm[i:i + cfg.batch_size])
-                     for i in range(0, size, cfg.batch_size)]
+            epoch = [self._minibatch_step(batch, idx, seq)
+                     for idx, seq in self._minibatches(batch.obs.shape[0], recorded)]
             rows += epoch
             if cfg.target_kl is not None:  # one host sync per epoch, only when early stopping
                 kl = torch.stack(epoch)[:, _METRICS.index("train/approx_kl")].mean().item()
@@ -115,15 +179,17 @@ class PPO:
             metrics["train/std"] = policy_std(self.policy)
         return metrics
 
-    def _minibatch_step(self, batch: RolloutBatch, idx: torch.Tensor) -> torch.Tensor:
-        """One gradient step on the rows `idx`; returns the `_METRICS` values as one tensor."""
+    def _minibatch_step(self, batch: RolloutBatch, idx: torch.Tensor,
+                        seq: SequenceBatch | None = None) -> torch.Tensor:
+        """One gradient step on the rows `idx` (recurrent: the rows of the sequences `seq`);
+        returns the `_METRICS` values as one tensor."""
         obs, actions = batch.obs[idx], batch.actions[idx]
         old_log_prob, old_values = batch.log_probs[idx], batch.values[idx]
         adv, returns = batch.advantages[idx], batch.returns[idx]
         if self.cfg.normalize_advantage and adv.numel() > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         masks = None if batch.action_masks is None else batch.action_masks[idx]
-        dist, values = self.policy.dist_value(obs, masks)  # masked: loss and entropy over valid actions
+        dist, values = self._forward(obs, masks, seq)  # masked: loss and entropy over valid actions
         log_ratio = self.policy.head.log_prob(dist, actions) - old_log_prob
         policy_loss, clip_frac = self._policy_loss(log_ratio, adv)
         value_loss = self._value_loss(values, old_values, returns)
@@ -136,6 +202,28 @@ class PPO:
             approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
             return torch.stack([policy_loss, value_loss, -entropy, approx_kl, clip_frac,
                                 norm.to(loss.dtype), loss]).detach()
+
+    def _minibatches(self, size: int, recorded: tuple[torch.Tensor, torch.Tensor] | None,
+                     ) -> list[tuple[torch.Tensor, SequenceBatch | None]]:
+        """One epoch's minibatches: shuffled rows, or (recurrent) shuffled whole sequences."""
+        if recorded is None:
+            perm = torch.randperm(size, device=self.device)
+            return [(perm[i:i + self.cfg.batch_size], None)
+                    for i in range(0, size, self.cfg.batch_size)]
+        states, starts = recorded
+        seq_len = sequence_length(starts.shape[0], self.cfg.bptt_len)
+        return [(seq.rows, seq) for seq in
+                sequence_minibatches(states, starts, seq_len, self.cfg.batch_size)]
+
+    def _forward(self, obs: torch.Tensor, masks: torch.Tensor | None,
+                 seq: SequenceBatch | None) -> tuple[Any, torch.Tensor]:
+        """(the action distribution, V) at the minibatch's rows, with gradients."""
+        if seq is None:
+            return self.policy.dist_value(obs, masks)
+        steps, count = seq.starts.shape
+        actor, critic, _ = self.policy.sequence(obs.reshape(steps, count, *obs.shape[1:]),
+                                                seq.state, seq.starts)
+        return self.policy.dist(actor, masks), self.policy.value(critic)
 
     def _policy_loss(self, log_ratio: torch.Tensor, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Clipped surrogate: −E[min(r A, clip(r, 1 − ε, 1 + ε) A)]."""
@@ -154,12 +242,19 @@ class PPO:
         return torch.max((returns - values).pow(2), (returns - clipped).pow(2)).mean()
 
     def state_dict(self) -> dict[str, Any]:
-        """Network, optimizer (and the held gSDE noise) as plain data."""
-        return actor_critic_state(self.policy, self.optimizer, self.noise_clock)
+        """Network, optimizer (the held gSDE noise, the recurrent state) as plain data."""
+        state = actor_critic_state(self.policy, self.optimizer, self.noise_clock)
+        if self.recurrent:
+            state["rnn_state"] = self.rnn_state.detach().cpu().clone()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`."""
         load_actor_critic_state(self.policy, self.optimizer, self.noise_clock, state)
+        saved = state.get("rnn_state")
+        if self.recurrent and isinstance(saved, torch.Tensor) \
+                and saved.shape == self.rnn_state.shape:
+            self.rnn_state = saved.to(self.device, self.rnn_state.dtype)
 
 
 _METRICS = ("train/policy_loss", "train/value_loss", "train/entropy_loss", "train/approx_kl",

@@ -28,16 +28,13 @@ NO_VELOCITY: dict[str, tuple[str, tuple[int, ...]]] = {
 
 
 class MaskVelocity(gym.ObservationWrapper):
-    """Zero the observation entries at `indices` (the bounds of the space too)."""
+    """Zero the observation entries at `indices`; the space keeps its bounds (0 lies within
+    them, and a dimension with low == high would make gymnasium's checker warn)."""
 
     def __init__(self, env: gym.Env, indices: tuple[int, ...]):
         super().__init__(env)
         self.mask = np.ones(env.observation_space.shape, dtype=env.observation_space.dtype)
         self.mask[list(indices)] = 0
-        space = env.observation_space
-        keep = self.mask.astype(bool)  # where(): inf * 0 would be nan
-        self.observation_space = gym.spaces.Box(np.where(keep, space.low, 0),
-                                                np.where(keep, space.high, 0), dtype=space.dtype)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
         return observation * self.mask

@@ -15,7 +15,7 @@ from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
 from rltrain.export import formats
-from rltrain.export.check import compare_actions, sample_observations
+from rltrain.export.check import Agreement, compare_actions, sample_observations
 from rltrain.export.module import ExportedPolicy, find_layer, torch_actions
 from rltrain.run_dir import RunDir
 
@@ -57,14 +57,24 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
         obs = sample_observations(space, stats, check_samples, seed)
         # A batch of 2 as the example: torch.export would specialize the batch dim to a 1.
         example = torch.as_tensor(sample_observations(space, stats, 2, seed + 1))
-        metadata = export_metadata(cfg, env, space)
+        states = random_states(policy, check_samples, seed) if module.recurrent else None
+        if states is not None:  # a recurrent policy: (obs, state) in, (action, state) out
+            example = (example, random_states(policy, 2, seed + 1))
+        metadata = export_metadata(cfg, env, space, policy)
         formats.write(fmt, module, example, target, metadata)
-        reference = torch_actions(policy, env, obs)
+        reference = torch_actions(policy, env, obs, states)
     finally:
         env.close()
-    exported = formats.load(fmt, target)(obs)
     scale = float(module.action_half_range.max()) if module.action_half_range.numel() else 1.0
-    agreement = compare_actions(exported, reference, module.discrete, scale)
+    if states is None:
+        exported = formats.load(fmt, target)(obs)
+        agreement = compare_actions(exported, reference, module.discrete, scale)
+    else:  # the actions and the next states must both agree
+        exported, exported_state = formats.load(fmt, target)(obs, states.numpy())
+        reference, reference_state = reference
+        agreement = compare_actions(exported, reference, module.discrete, scale)
+        agreement = merge_agreement(agreement, compare_actions(
+            exported_state.transpose(1, 0, 2), reference_state.transpose(1, 0, 2), False))
     return {"path": str(target), "format": fmt, "ok": agreement.ok, "samples": agreement.samples,
             "mismatches": agreement.mismatches, "max_abs_diff": agreement.max_abs_diff,
             "tolerance": agreement.tolerance, "checkpoint": str(path),
@@ -72,6 +82,19 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
             "obs_shape": list(space.shape), "obs_dtype": str(space.dtype),
             "action_shape": list(reference.shape[1:]), "normalized_obs": module.normalize,
             "metadata": metadata}
+
+
+def random_states(policy: Any, n: int, seed: int) -> torch.Tensor:
+    """`n` recurrent states `[L, n, D]` to check a recurrent export on (standard normal)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(policy.initial_state(n, torch.device("cpu")).shape, generator=g)
+
+
+def merge_agreement(actions: Agreement, states: Agreement) -> Agreement:
+    """Both must agree; a row counts once however many of its parts disagree."""
+    return Agreement(actions.ok and states.ok, actions.samples,
+                     max(actions.mismatches, states.mismatches),
+                     max(actions.max_abs_diff, states.max_abs_diff), states.tolerance)
 
 
 def observation_space(env: Any, gym_env: GymVecEnv) -> gym.spaces.Box:
@@ -87,9 +110,11 @@ def observation_space(env: Any, gym_env: GymVecEnv) -> gym.spaces.Box:
     return gym.spaces.Box(-np.inf, np.inf, shape, np.float32)
 
 
-def export_metadata(cfg: Any, env: Any, space: gym.spaces.Box) -> dict[str, Any]:
+def export_metadata(cfg: Any, env: Any, space: gym.spaces.Box,
+                    policy: Any = None) -> dict[str, Any]:
     """What a user of the exported file must reproduce (`formats.METADATA_KEY`): the env id,
-    the observation shape and dtype, and for Atari runs the preprocessing (`env.atari`)."""
+    the observation shape and dtype, for Atari runs the preprocessing (`env.atari`), and for a
+    recurrent policy its state's shape per row and how to start it."""
     from rltrain.config import atari_preprocess
     from rltrain.envs.families import family_of
 
@@ -98,6 +123,10 @@ def export_metadata(cfg: Any, env: Any, space: gym.spaces.Box) -> dict[str, Any]
                             "action_dim": env.spec.action_dim}
     if atari_preprocess(cfg.env, family_of(cfg.env.id)):
         meta["atari"] = dataclasses.asdict(cfg.env.atari)
+    if getattr(policy, "recurrent", False):
+        layers, _, width = policy.initial_state(1, torch.device("cpu")).shape
+        meta["recurrent"] = {"state_shape": [layers, "batch", width], "core": cfg.algo.recurrent,
+                             "reset": "pass zeros as the state at each episode's first step"}
     return meta
 
 

@@ -24,9 +24,11 @@ from rltrain.errors import UserError
 FORMATS = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
 """Export format → default file name under `<run>/export/`."""
 EXPORT_EXTRA = 'pip install "rltrain[export]"'
-Runner = Callable[[np.ndarray], np.ndarray]
+Runner = Callable[..., Any]
 """A loaded export: observations `[B, *obs_shape]` (float32, or uint8 for pixel policies) →
-actions as numpy."""
+actions as numpy; a recurrent one takes (obs, state `[L, B, D]`) and returns (actions, state)."""
+INPUTS = ["obs", "state"]
+"""Input names of an export: `obs`, and `state` for a recurrent policy."""
 METADATA_KEY = "rltrain"
 """The exported file's metadata entry (a JSON object: env id, observation shape and dtype, the
 Atari preprocessing contract): ONNX `metadata_props[rltrain]`, TorchScript extra file
@@ -48,10 +50,12 @@ def check_format(fmt: str) -> None:
             raise UserError(f"format=onnx needs {', '.join(missing)}: {EXPORT_EXTRA}")
 
 
-def write(fmt: str, module: nn.Module, example: torch.Tensor, path: Path,
-          metadata: dict[str, Any] | None = None) -> None:
+def write(fmt: str, module: nn.Module, example: torch.Tensor | tuple[torch.Tensor, ...],
+          path: Path, metadata: dict[str, Any] | None = None) -> None:
     """Write `module` (traced/exported on `example`, batch size dynamic, input dtype that of
-    `example`) to `path`, with `metadata` (see `METADATA_KEY`)."""
+    `example`) to `path`, with `metadata` (see `METADATA_KEY`). A tuple `(obs, state)` is the
+    example of a recurrent policy: inputs `obs`, `state`; outputs `action`, `state_out`."""
+    example = example if isinstance(example, tuple) else (example,)
     path.parent.mkdir(parents=True, exist_ok=True)
     module = module.eval()
     text = json.dumps(metadata or {}, sort_keys=True)
@@ -66,7 +70,10 @@ def write(fmt: str, module: nn.Module, example: torch.Tensor, path: Path,
     else:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", r"`torch\.jit\.\w+` is deprecated", DeprecationWarning)
-            traced = torch.jit.trace(module, (example,))
+            # torch's RNN modules check their input sizes in Python: fixed by the trace, fine
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning,
+                                    module=r"torch\.nn\.modules\.rnn")
+            traced = torch.jit.trace(module, example)
             torch.jit.save(traced, str(path), _extra_files={f"{METADATA_KEY}.json": text})
 
 
@@ -84,7 +91,7 @@ def read_metadata(fmt: str, path: Path) -> dict[str, Any]:
     return json.loads(files[f"{METADATA_KEY}.json"] or "{}")
 
 
-def _write_onnx(module: nn.Module, example: torch.Tensor, path: Path) -> None:
+def _write_onnx(module: nn.Module, example: tuple[torch.Tensor, ...], path: Path) -> None:
     # torch 2.13's exporter logs a warning per torchvision op it cannot register and raises a
     # FutureWarning from its own pytree code; neither concerns the user, so both stay quiet here.
     registration = logging.getLogger("torch.onnx._internal.exporter._registration")
@@ -93,9 +100,17 @@ def _write_onnx(module: nn.Module, example: torch.Tensor, path: Path) -> None:
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", r".*LeafSpec.*", FutureWarning)
-            torch.onnx.export(module, (example,), str(path), input_names=["obs"],
-                              output_names=["action"], dynamo=True, external_data=False,
-                              dynamic_shapes={"obs": {0: torch.export.Dim("batch")}},
+            # torch's own LSTM/GRU decomposition, when a recurrent policy is exported
+            warnings.filterwarnings("ignore", r".*_check_is_size.*", FutureWarning)
+            warnings.filterwarnings("ignore", r".*_flat_weights.*assigned during export.*")
+            warnings.filterwarnings("ignore", r".*axis name: batch will not be used.*")
+            batch = torch.export.Dim("batch")
+            recurrent = len(example) == 2  # (obs, state): the state's batch is its dim 1
+            torch.onnx.export(module, example, str(path), input_names=INPUTS[:len(example)],
+                              output_names=["action", "state_out"] if recurrent else ["action"],
+                              dynamo=True, external_data=False,
+                              dynamic_shapes=({"obs": {0: batch}, "state": {1: batch}}
+                                              if recurrent else {"obs": {0: batch}}),
                               verbose=False)
     finally:
         registration.setLevel(level)
@@ -107,15 +122,27 @@ def load(fmt: str, path: Path) -> Runner:
         import onnxruntime
 
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        return lambda obs: session.run(None, {"obs": np.asarray(obs, _input_dtype(obs))})[0]
+
+        def run_onnx(obs: np.ndarray, state: np.ndarray | None = None) -> Any:
+            feed = {"obs": np.asarray(obs, _input_dtype(obs))}
+            if state is not None:
+                feed["state"] = np.asarray(state, np.float32)
+            out = session.run(None, feed)
+            return out[0] if state is None else (out[0], out[1])
+
+        return run_onnx
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", r"`torch\.jit\.\w+` is deprecated", DeprecationWarning)
         scripted = torch.jit.load(str(path), map_location="cpu")
 
-    def run(obs: np.ndarray) -> np.ndarray:
+    def run(obs: np.ndarray, state: np.ndarray | None = None) -> Any:
+        x = torch.as_tensor(obs, dtype=torch.float32 if _input_dtype(obs) == np.float32
+                            else torch.uint8)
         with torch.no_grad():
-            return scripted(torch.as_tensor(obs, dtype=torch.float32 if _input_dtype(obs) ==
-                                            np.float32 else torch.uint8)).numpy()
+            if state is None:
+                return scripted(x).numpy()
+            action, new_state = scripted(x, torch.as_tensor(state, dtype=torch.float32))
+            return action.numpy(), new_state.numpy()
 
     return run
 

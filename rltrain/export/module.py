@@ -38,6 +38,7 @@ class ExportedPolicy(nn.Module):
     def __init__(self, policy: nn.Module, env: VecEnv):
         super().__init__()
         self.policy = policy
+        self.recurrent = bool(getattr(policy, "recurrent", False))
         gym_env = find_layer(env, GymVecEnv)
         assert isinstance(gym_env, GymVecEnv), "export needs a gymnasium-backed VecEnv"
         self.discrete = gym_env.spec.action_kind == "discrete"
@@ -54,12 +55,19 @@ class ExportedPolicy(nn.Module):
         self.register_buffer("action_half_range", half_range)
         self.register_buffer("action_bounded", bounded)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """The deterministic env action for each raw observation of the batch."""
+    def forward(self, obs: torch.Tensor, state: torch.Tensor | None = None):
+        """The deterministic env action for each raw observation of the batch. A recurrent
+        policy also takes its state `[L, B, D]` (zeros at an episode's start) and returns
+        (action, next state)."""
         x = obs.to(torch.float32)
         if self.normalize:
             x = ((x - self.obs_mean) / self.obs_std).clamp(-self.clip, self.clip)
-        action = self.policy.act(x, deterministic=True)
+        if self.recurrent:
+            action, state = self.policy.export_step(x, state)
+            return self._env_action(action), state
+        return self._env_action(self.policy.act(x, deterministic=True))
+
+    def _env_action(self, action: torch.Tensor) -> torch.Tensor:
         if self.discrete:
             return action.to(torch.int64)
         scaled = self.action_low + (action.clamp(-1.0, 1.0) + 1.0) * self.action_half_range
@@ -80,16 +88,24 @@ def _action_bounds(env: GymVecEnv) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 
 
 @torch.no_grad()
-def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray) -> np.ndarray:
+def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray,
+                  state: torch.Tensor | None = None):
     """What `rltrain eval` sends to the env for raw observations `obs`: the env's own
-    normalizer, the torch policy, and `GymVecEnv.to_env_action` for Box actions."""
+    normalizer, the torch policy, and `GymVecEnv.to_env_action` for Box actions. A recurrent
+    policy steps from `state` (evaluation's own `act_step`): returns (actions, next state)."""
     gym_env = find_layer(env, GymVecEnv)
     norm = find_layer(env, NormalizeObs)
     assert isinstance(gym_env, GymVecEnv)
     x = torch.as_tensor(obs, dtype=torch.float32, device=gym_env.device)
     if isinstance(norm, NormalizeObs):
         x = norm.normalize(x)
-    action = policy.act(x, deterministic=True)
+    if state is not None:
+        starts = torch.zeros(len(x), dtype=torch.bool)
+        action, state = policy.act_step(x, state, starts, deterministic=True)
+    else:
+        action = policy.act(x, deterministic=True)
     if gym_env.spec.action_kind == "discrete":
-        return action.cpu().numpy().astype(np.int64)
-    return gym_env.to_env_action(action)
+        out = action.cpu().numpy().astype(np.int64)
+    else:
+        out = gym_env.to_env_action(action)
+    return out if state is None else (out, state.cpu().numpy())

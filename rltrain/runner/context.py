@@ -47,3 +47,6 @@ class LoopContext:
     """Called once per iteration, after the update: log, evaluate, checkpoint, stop checks."""
     replay: ReplayBuffer | None = None
     """The replay buffer (off-policy only; see `off_policy.make_replay`)."""
+    episode_starts: torch.Tensor | None = None
+    """Bool `[N]`: the rows whose `obs` begins an episode (None: all of them). The on-policy
+    loop keeps it for recurrent policies; checkpoints store it."""

@@ -29,6 +29,9 @@ def run_on_policy(ctx: LoopContext) -> None:
     buf = make_buffer(n_steps)
     log_budget(state, n_steps, spec.num_envs)
     obs = ctx.obs
+    recurrent = getattr(algo, "recurrent", False)  # a policy with memory needs episode starts
+    starts = (ctx.episode_starts if ctx.episode_starts is not None
+              else torch.ones(spec.num_envs, dtype=torch.bool, device=ctx.device))
     while state.global_step < state.total_timesteps and not state.stop:
         ctx.fire("pre_iteration")
         steps = rollout_steps(state, n_steps, spec.num_envs)
@@ -39,20 +42,22 @@ def run_on_policy(ctx: LoopContext) -> None:
         t0 = time.perf_counter()
         for _ in range(steps):
             mask = action_mask(env)  # None unless the env says which actions are valid
-            action, log_prob, value = algo.act(obs) if mask is None else algo.act(obs, mask)
+            action, log_prob, value = algo.act(obs, **act_inputs(mask, starts if recurrent else None))
             res = env.step(action)
             buf.add(obs, action, log_prob, value, res.reward, res.terminated, res.truncated, mask)
             if res.truncated.any():  # time limit: bootstrap from V(final obs), not from 0
-                rows = res.truncated
-                buf.truncated_values[buf.step - 1, rows] = algo.value(res.final_obs[rows])
+                rows = res.truncated  # (with memory: every row, from the state after this step)
+                buf.truncated_values[buf.step - 1, rows] = (
+                    algo.value(res.final_obs)[rows] if recurrent else algo.value(res.final_obs[rows]))
             ctx.episodes.record(res)
-            obs = res.obs
+            obs, starts = res.obs, res.terminated | res.truncated
             state.global_step += spec.num_envs
-        ctx.obs = obs
+        ctx.obs, ctx.episode_starts = obs, starts
         ctx.fire("post_rollout")
         # ---- advantages and update ------------------------------------------------------
         t1 = time.perf_counter()
-        batch = buf.finish(algo.value(obs), cfg.gamma, cfg.gae_lambda)
+        last_value = algo.value(obs, episode_starts=starts) if recurrent else algo.value(obs)
+        batch = buf.finish(last_value, cfg.gamma, cfg.gae_lambda)
         ctx.fire("pre_update")
         progress_remaining = max(0.0, 1.0 - state.global_step / state.total_timesteps)
         state.metrics = algo.update(batch, progress_remaining=progress_remaining)
@@ -66,6 +71,17 @@ def run_on_policy(ctx: LoopContext) -> None:
             "rollout/mean_value": float(buf.values.mean()),
         })
         ctx.end_iteration()
+
+
+def act_inputs(mask: torch.Tensor | None, starts: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """The optional inputs of `algo.act`: only those this env and algorithm need, so an
+    algorithm without masks or memory keeps the plain `act(obs)`."""
+    inputs = {}
+    if mask is not None:
+        inputs["action_mask"] = mask
+    if starts is not None:
+        inputs["episode_starts"] = starts
+    return inputs
 
 
 def rollout_steps(state: LoopState, n_steps: int, num_envs: int) -> int:

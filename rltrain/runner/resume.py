@@ -43,7 +43,9 @@ def make_payload(ctx: LoopContext, schedule: Schedule, config: dict[str, Any],
                  # loop re-logs them until the next update): without them a resumed run logs
                  # different rows than an uninterrupted one
                  "episode_counts": [episodes.terminated, episodes.truncated],
-                 "metrics": {k: float(v) for k, v in s.metrics.items()}},
+                 "metrics": {k: float(v) for k, v in s.metrics.items()},
+                 **({} if ctx.episode_starts is None else
+                    {"episode_starts": ctx.episode_starts.detach().cpu().clone()})},
         "rng": checkpoint.rng_state(),
         # the latest evaluation, `step` included, so a resume does not repeat it
         "metrics": {k: v for k, v in (s.last_eval or {}).items()
@@ -76,6 +78,10 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
     loop = payload["loop"]
     ctx.obs = (loop["obs"].to(ctx.device) if resumed
                else ctx.env.reset(seed=cfg.seed + s.global_step))
+    starts = loop.get("episode_starts")  # restarted episodes: every row starts one (None)
+    ctx.episode_starts = (starts.to(ctx.device, torch.bool) if resumed
+                          and isinstance(starts, torch.Tensor) and starts.shape == (len(ctx.obs),)
+                          else None)
     _restore_episodes(ctx, loop)
     last_eval = payload["metrics"]
     s.last_eval = dict(last_eval) if "step" in last_eval else None
