@@ -44,6 +44,9 @@ class Task:
     note: str = ""
     overrides: tuple[str, ...] = field(default=())
     """Extra rltrain overrides."""
+    algo: str | None = None
+    """The rltrain `algo=` option and the RL-Zoo entry's algo, when the row's key is a label
+    (`ppo_gsde`); None: the key's algo."""
 
 
 # (algo, env id) -> Task. The issue's table, then the CartPole / Pendulum rows kept from before.
@@ -56,8 +59,19 @@ TASKS: dict[tuple[str, str], Task] = {
     ("sac", "LunarLanderContinuous-v3"): Task(300_000, 200.0, preset="sac_lunarlander_continuous"),
     ("sac", "MountainCarContinuous-v0"): Task(50_000, 90.0, preset="sac_mountaincar_continuous"),
     ("dqn", "MountainCar-v0"): Task(120_000, -110.0, preset="dqn_mountaincar"),
-    # issue 15: gSDE (RL-Zoo 88.3 at 20k)
+    # issue 15: gSDE (RL-Zoo 88.3 at 20k), memory (RL-Zoo: 500, -218, 91.5), plain PPO beside it
     ("ppo", "MountainCarContinuous-v0"): Task(20_000, 85.0, preset="ppo_mountaincar_continuous"),
+    ("ppo_lstm", "CartPoleNoVel-v1"): Task(100_000, 475.0, preset="ppo_lstm_cartpole_novel"),
+    ("ppo_lstm", "PendulumNoVel-v1"): Task(100_000, -218.0, preset="ppo_lstm_pendulum_novel"),
+    ("ppo_lstm", "MountainCarContinuousNoVel-v0"): Task(
+        300_000, 85.0, preset="ppo_lstm_mountaincar_continuous_novel"),
+    ("ppo_gsde", "Pendulum-v1"): Task(100_000, -172.0, algo="ppo", overrides=(
+        "env.num_envs=4", "algo.n_steps=1024", "algo.batch_size=64", "algo.gamma=0.9",
+        "algo.n_epochs=10", "algo.lr=1e-3", "algo.use_sde=true", "algo.sde_sample_freq=4",
+        "env.normalize_reward=false"), preset="ppo_pendulum",
+        note="RL-Zoo's gSDE settings over the Pendulum preset"),
+    ("ppo", "CartPoleNoVel-v1"): Task(100_000, float("-inf"), preset="ppo_cartpole",
+                                      note="contrast: no memory, CartPole's preset"),
     ("ppo", "ALE/Breakout-v5"): Task(250_000, 8.0, preset="ppo_atari",
                                      env_overrides=("env.id=ALE/Breakout-v5",),
                                      note="1M frames = 250k agent steps (frame skip 4)"),
@@ -88,7 +102,7 @@ def parse_task(text: str) -> tuple[str, str]:
 def rltrain_overrides(algo: str, env: str, seed: int) -> list[str]:
     """The command line of the rltrain side (what a user would type), budget included."""
     task = TASKS[(algo, env)]
-    ov = [f"algo={algo}", *(task.env_overrides or (f"env={env}",))]
+    ov = [f"algo={task.algo or algo}", *(task.env_overrides or (f"env={env}",))]
     if task.preset is not None:
         ov.append(f"tuned={task.preset}")
     return [*ov, f"seed={seed}", f"total_timesteps={task.budget}", "eval.freq=0",
@@ -117,7 +131,8 @@ def run_sb3(algo: str, env: str, seed: int) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from sb3_side import run_sb3_final
 
-    return run_sb3_final(algo, env, seed, TASKS[(algo, env)].budget, eval_episodes=10)
+    task = TASKS[(algo, env)]
+    return run_sb3_final(task.algo or algo, env, seed, task.budget, eval_episodes=10)
 
 
 def has_side(algo: str, env: str, side: str) -> bool:
@@ -127,7 +142,7 @@ def has_side(algo: str, env: str, side: str) -> bool:
     sys.path.insert(0, str(Path(__file__).parent))
     from sb3_side import RL_ZOO
 
-    return (algo, env) in RL_ZOO
+    return (TASKS[(algo, env)].algo or algo, env) in RL_ZOO
 
 
 # ---- results: merge, summarize, markdown (pure functions, tested without training) ----------
@@ -260,11 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     path = out / "quality.json"
     tasks = [parse_task(t) for t in args.tasks]
     if not args.report:
-        from rltrain.registry import ALGOS
+        from importlib import resources
 
+        algo_options = resources.files("rltrain.conf").joinpath("algo")  # ppo_lstm is one
         for algo, env in tasks:
             for side in args.sides:
-                if side == "rltrain" and algo not in ALGOS:
+                if side == "rltrain" and not algo_options.joinpath(f"{algo}.yaml").is_file():
                     print(f"skip {algo}:{env} rltrain: algo {algo!r} is not available", file=sys.stderr)
                     continue
                 if not has_side(algo, env, side):

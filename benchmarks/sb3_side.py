@@ -110,6 +110,33 @@ RL_ZOO: dict[tuple[str, str], dict[str, Any]] = {
         "max_grad_norm": 5, "vf_coef": 0.19, "use_sde": True,
         "policy_kwargs": {"log_std_init": -3.29, "ortho_init": False},
     },
+    # issue 15: RL-Zoo's ppo_lstm entries (sb3-contrib RecurrentPPO; hyperparams/ppo_lstm.yml),
+    # on rltrain's registration of the NoVel ids (velocities zeroed, as RL-Zoo's wrapper does)
+    ("ppo_lstm", "CartPoleNoVel-v1"): {
+        "n_envs": 8, "n_timesteps": 1e5, "policy": "MlpLstmPolicy", "n_steps": 32,
+        "batch_size": 256, "gae_lambda": 0.8, "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0,
+        "learning_rate": "lin_0.001", "clip_range": "lin_0.2",
+        "normalize": "dict(norm_obs=True, norm_reward=False)",
+        "policy_kwargs": {"ortho_init": False, "activation_fn": "ReLU", "lstm_hidden_size": 64,
+                          "enable_critic_lstm": True, "net_arch": {"pi": [64], "vf": [64]}},
+    },
+    ("ppo_lstm", "PendulumNoVel-v1"): {
+        "n_envs": 4, "n_timesteps": 1e5, "policy": "MlpLstmPolicy", "n_steps": 1024,
+        "gae_lambda": 0.95, "gamma": 0.9, "n_epochs": 10, "ent_coef": 0.0,
+        "learning_rate": 1e-3, "clip_range": 0.2, "use_sde": True, "sde_sample_freq": 4,
+        "normalize": "dict(norm_obs=True, norm_reward=False)",
+        "policy_kwargs": {"ortho_init": False, "activation_fn": "ReLU", "lstm_hidden_size": 64,
+                          "enable_critic_lstm": True, "net_arch": {"pi": [64], "vf": [64]}},
+    },
+    ("ppo_lstm", "MountainCarContinuousNoVel-v0"): {
+        "n_envs": 8, "n_timesteps": 3e5, "policy": "MlpLstmPolicy", "n_steps": 1024,
+        "batch_size": 256, "gae_lambda": 0.9, "gamma": 0.9999, "learning_rate": 7.77e-05,
+        "ent_coef": 0.00429, "clip_range": 0.1, "n_epochs": 10, "max_grad_norm": 5,
+        "vf_coef": 0.19, "use_sde": True, "sde_sample_freq": 8,
+        "normalize": "dict(norm_obs=True, norm_reward=False)",
+        "policy_kwargs": {"log_std_init": 0.0, "ortho_init": False, "lstm_hidden_size": 32,
+                          "enable_critic_lstm": True, "net_arch": {"pi": [64], "vf": [64]}},
+    },
     ("dqn", "MountainCar-v0"): {
         "n_timesteps": 120000, "policy": "MlpPolicy", "learning_rate": 4e-3, "batch_size": 128,
         "buffer_size": 10000, "learning_starts": 1000, "gamma": 0.98,
@@ -205,6 +232,9 @@ def make_envs(env_id: str, hp: dict[str, Any], n_envs: int, seed: int, training:
         gymnasium.register_envs(ale_py)
         env = make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs=ATARI_ENV_KWARGS)
         return VecFrameStack(env, n_stack=hp.get("frame_stack", 4))
+    from rltrain.envs.families import register_on_demand
+
+    register_on_demand(env_id)  # the NoVel ids, as rltrain registers them
     env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     normalize = hp.get("normalize", False)
     if normalize:
@@ -359,7 +389,10 @@ def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes:
     env = make_envs(env_id, hp, hp.get("n_envs", 1), seed, training=True)
     shape = env.action_space.shape
     kwargs = model_kwargs(hp, shape[0] if shape else None)
-    algo_cls = {"ppo": PPO, "a2c": A2C, "sac": SAC, "td3": TD3, "dqn": DQN}[algo]
+    if algo == "ppo_lstm":  # sb3-contrib (the bench extra)
+        from sb3_contrib import RecurrentPPO as algo_cls
+    else:
+        algo_cls = {"ppo": PPO, "a2c": A2C, "sac": SAC, "td3": TD3, "dqn": DQN}[algo]
     model = algo_cls(env=env, seed=seed, verbose=0, device=device, **kwargs)
     t0 = time.perf_counter()
     model.learn(total_timesteps=int(budget))

@@ -118,8 +118,8 @@ def _register_env_options(cs: Any, env_ids: Iterable[str] | None) -> None:
     named_options = {*ENV_ALIASES, *aliased} if env_ids is None else {*named, *env_ids}
     for option in named_options:
         env_name = preset_env_name(option)
-        for preset in tuned:
-            algo, _, preset_env = preset.partition("_")
-            if env_name is not None and preset_env == env_name and option != env_name:
+        for preset in tuned:  # <algo>_<env>, where <algo> may hold a `_` itself (ppo_lstm)
+            if env_name is not None and preset.endswith("_" + env_name) and option != env_name:
+                algo = preset[: -len(env_name) - 1]
                 _store_option(cs, "tuned", f"{algo}_{option}", {"defaults": ["/tuned/" + preset]},
                               package="_global_")
