@@ -21,6 +21,8 @@ from rltrain.config import EnvConfig, EvalRunConfig, ExportConfig, LoggerConfig,
 from rltrain.registry import ALGOS
 
 CONF = resources.files("rltrain.conf")
+ALGO_OPTIONS = sorted(p.name[:-5] for p in CONF.joinpath("algo").iterdir() if p.name.endswith(".yaml"))
+"""The `algo=` options: one YAML each (`ppo`, `ppo_lstm`, ...)."""
 MARKER = "# deliberate:"
 # settings of Hydra and its plugins: no rltrain dataclass lies beneath them
 NO_SCHEMA = ("hpo/", "hydra/")
@@ -43,6 +45,7 @@ def yaml_files() -> list[str]:
 
 
 def text_of(path: str) -> str:
+    """The text of conf/<path>."""
     return CONF.joinpath(*PurePosixPath(path).parts).read_text()
 
 
@@ -56,11 +59,24 @@ def structured(schema: type) -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.structured(schema))  # type: ignore[return-value]
 
 
+def algo_schema(option: str) -> dict[str, Any]:
+    """The defaults of the dataclass an `algo=<option>` file names (`- ppo_schema`)."""
+    defaults = yaml.safe_load(text_of(f"algo/{option}.yaml")).get("defaults", [])
+    schema = next(d for d in defaults if isinstance(d, str) and d.endswith("_schema"))
+    return structured(ALGOS[schema.removesuffix("_schema")].config)
+
+
+def algo_values(option: str) -> dict[str, Any]:
+    """What `algo=<option>` gives: its schema's defaults with its file's values over them
+    (`ppo_lstm`: PPO's, with `recurrent: lstm` and its own sizes)."""
+    return {**algo_schema(option), **values_of(f"algo/{option}.yaml")}
+
+
 def train_defaults(algo: str | None = None, env_file: str | None = None) -> dict[str, Any]:
-    """TrainConfig's defaults, with an algorithm's config and an env file's values when given."""
+    """TrainConfig's defaults, with an algorithm option's values and an env file's when given."""
     cfg = structured(TrainConfig)
     if algo is not None:
-        cfg["algo"] = structured(ALGOS[algo].config)
+        cfg["algo"] = algo_values(algo)
     if env_file is not None:
         cfg["env"].update(values_of(env_file))
     return cfg
@@ -70,13 +86,14 @@ def shadowed(path: str) -> dict[str, Any]:
     """What the values of the YAML at `path` override, as a plain dict."""
     group, _, name = path.removesuffix(".yaml").rpartition("/")
     if group == "algo":
-        return structured(ALGOS[name].config)
+        return algo_schema(name)
     if group == "env":
         return structured(EnvConfig)
     if group == "logger":
         return structured(LoggerConfig)
     if group == "tuned":  # a preset is picked by <algo>_<env option>: it sits on both
-        algo, _, env = name.partition("_")  # an env without a YAML (halfcheetah, atari) is its id
+        algo = max((a for a in ALGO_OPTIONS if name.startswith(a + "_")), key=len)  # ppo_lstm
+        env = name[len(algo) + 1:]  # an env without a YAML (halfcheetah, atari) is its id
         env_file = f"env/{env}.yaml" if CONF.joinpath("env", f"{env}.yaml").is_file() else None
         return train_defaults(algo, env_file)
     if group == "debug" or path == "config.yaml":
