@@ -22,6 +22,7 @@ from rltrain.checks import (
     check_positive,
     check_seed,
 )
+from rltrain.env_aliases import ENV_ALIASES  # noqa: F401  (re-exported)
 from rltrain.errors import UserError
 
 # the logger schemas live with the loggers; importable from here like every other section
@@ -32,37 +33,6 @@ from rltrain.loggers.config import (  # noqa: F401
     validate_logger,
 )
 from rltrain.nets.config import check_net
-
-# Short names of common environments (`env=halfcheetah`); the gymnasium id works as well. An
-# alias with a YAML in conf/env/ takes its values from it, any other one is just its id. Tuned
-# presets are named `<algo>_<alias>` (`<algo>_atari` for every ALE game: `config_store.preset_env_name`).
-ENV_ALIASES: dict[str, str] = {
-    "pendulum": "Pendulum-v1",
-    "cartpole": "CartPole-v1",
-    "acrobot": "Acrobot-v1",
-    "mountaincar": "MountainCar-v0",
-    "mountaincar_continuous": "MountainCarContinuous-v0",
-    "cartpole_novel": "CartPoleNoVel-v1",
-    "pendulum_novel": "PendulumNoVel-v1",
-    "mountaincar_continuous_novel": "MountainCarContinuousNoVel-v0",
-    "lunarlander": "LunarLander-v3",
-    "lunarlander_continuous": "LunarLanderContinuous-v3",
-    "bipedalwalker": "BipedalWalker-v3",
-    "halfcheetah": "HalfCheetah-v5",
-    "hopper": "Hopper-v5",
-    "walker2d": "Walker2d-v5",
-    "ant": "Ant-v5",
-    "humanoid": "Humanoid-v5",
-    "breakout": "ALE/Breakout-v5",
-    "pong": "ALE/Pong-v5",
-    "spaceinvaders": "ALE/SpaceInvaders-v5",
-    "seaquest": "ALE/Seaquest-v5",
-    "qbert": "ALE/Qbert-v5",
-    "beamrider": "ALE/BeamRider-v5",
-    "enduro": "ALE/Enduro-v5",
-    "asteroids": "ALE/Asteroids-v5",
-    "mspacman": "ALE/MsPacman-v5",
-}
 
 
 @dataclass

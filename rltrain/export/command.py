@@ -65,16 +65,7 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
         reference = torch_actions(policy, env, obs, states)
     finally:
         env.close()
-    scale = float(module.action_half_range.max()) if module.action_half_range.numel() else 1.0
-    if states is None:
-        exported = formats.load(fmt, target)(obs)
-        agreement = compare_actions(exported, reference, module.discrete, scale)
-    else:  # the actions and the next states must both agree
-        exported, exported_state = formats.load(fmt, target)(obs, states.numpy())
-        reference, reference_state = reference
-        agreement = compare_actions(exported, reference, module.discrete, scale)
-        agreement = merge_agreement(agreement, compare_actions(
-            exported_state.transpose(1, 0, 2), reference_state.transpose(1, 0, 2), False))
+    agreement, reference = check_export(formats.load(fmt, target), module, obs, states, reference)
     return {"path": str(target), "format": fmt, "ok": agreement.ok, "samples": agreement.samples,
             "mismatches": agreement.mismatches, "max_abs_diff": agreement.max_abs_diff,
             "tolerance": agreement.tolerance, "checkpoint": str(path),
@@ -82,6 +73,22 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
             "obs_shape": list(space.shape), "obs_dtype": str(space.dtype),
             "action_shape": list(reference.shape[1:]), "normalized_obs": module.normalize,
             "metadata": metadata}
+
+
+def check_export(run: formats.Runner, module: ExportedPolicy, obs: np.ndarray,
+                 states: torch.Tensor | None, reference: Any) -> tuple[Agreement, np.ndarray]:
+    """(agreement of the loaded export with the torch reference, the reference actions); with
+    a recurrent policy the next states must agree as well as the actions."""
+    scale = float(module.action_half_range.max()) if module.action_half_range.numel() else 1.0
+    if states is None:
+        return compare_actions(run(obs), reference, module.discrete, scale), reference
+    exported, exported_state = run(obs, states.numpy())
+    reference, reference_state = reference
+    agreement = compare_actions(exported, reference, module.discrete, scale)
+    rows_first = (0, 1, 2) if exported_state.ndim != 3 else (1, 0, 2)  # [B, L, D] per row
+    state_agreement = compare_actions(exported_state.transpose(rows_first),
+                                      reference_state.transpose(rows_first), False)
+    return merge_agreement(agreement, state_agreement), reference
 
 
 def random_states(policy: Any, n: int, seed: int) -> torch.Tensor:

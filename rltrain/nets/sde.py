@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rltrain.nets.heads import DiagGaussianDist, policy_layer
+from rltrain.nets.heads import DiagGaussianDist, GaussianHead, policy_layer
 
 _VAR_EPS = 1e-6
 """Added to the variance so that a zero feature vector still gives a finite log-density."""
@@ -110,18 +110,10 @@ class SDEHead(nn.Module):
     def forward(self, features: torch.Tensor) -> SDEDist:
         return SDEDist(self.mean(features), features, self.sde)
 
-    @staticmethod
-    def log_prob(dist: SDEDist, action: torch.Tensor) -> torch.Tensor:
-        """Joint log-probability of `action` [B, A] under N(mean, action_std²)."""
-        return dist.log_prob(action)
-
-    @staticmethod
-    def entropy(dist: SDEDist) -> torch.Tensor:
-        return dist.entropy()
-
-    @staticmethod
-    def mode(dist: SDEDist) -> torch.Tensor:
-        return dist.mode()
+    # an SDEDist is a DiagGaussianDist: the Gaussian head's readers apply unchanged
+    log_prob = staticmethod(GaussianHead.log_prob)
+    entropy = staticmethod(GaussianHead.entropy)
+    mode = staticmethod(GaussianHead.mode)
 
 
 def sde_state(sde: StateDependentNoise, clock: NoiseClock) -> dict[str, object]:

@@ -72,7 +72,7 @@ def tiny(extra: tuple[str, ...], steps: int = 96) -> object:
     return compose_train_config([
         "algo=ppo_lstm", "env.num_envs=2", "env.max_episode_steps=30", "algo.hidden_sizes=[16]",
         "algo.recurrent_hidden_size=8", "algo.n_steps=16", "algo.batch_size=16",
-        "algo.n_epochs=2", f"total_timesteps={steps}", "eval.freq=0", "eval.episodes=2",
+        "algo.n_epochs=2", "algo.bptt_len=0", f"total_timesteps={steps}", "eval.freq=0", "eval.episodes=2",
         "eval.num_envs=2", f"checkpoint.freq={steps // 2}", "logger=none", "progress=off",
         *extra])
 
