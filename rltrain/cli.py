@@ -178,6 +178,8 @@ def export_command(argv: list[str]) -> dict:
     recurrent = result["metadata"].get("recurrent")
     state = (" + float32 state [{}] (zeros at an episode's start)".format(
         ", ".join(str(d) for d in recurrent["state_shape"])) if recurrent else "")
+    if "action_mask" in result["metadata"].get("inputs", []):
+        state += " + bool action_mask [batch, n] (True = valid)"
     print(f"export: wrote {result['path']} ({result['format']}): {result.get('obs_dtype', 'float32')} obs "
           f"{_batch_shape(result['obs_shape'])}{state} -> {dtype} env action "
           f"{_batch_shape(result['action_shape'])}{' + next state' if recurrent else ''}{folded}")

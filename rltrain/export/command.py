@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rltrain.envs.masks import action_mask
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
@@ -49,7 +50,9 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
     try:
         algo = build_agent(cfg, env, payload, path, "cpu")
         policy = algo.policy.eval()
-        module = ExportedPolicy(policy, env)
+        env.reset(seed)
+        masked = action_mask(env) is not None  # the env says which actions are valid
+        module = ExportedPolicy(policy, env, masked)
         gym_env, norm = find_layer(env, GymVecEnv), find_layer(env, NormalizeObs)
         assert isinstance(gym_env, GymVecEnv)
         space = observation_space(env, gym_env)
@@ -58,14 +61,21 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
         # A batch of 2 as the example: torch.export would specialize the batch dim to a 1.
         example = torch.as_tensor(sample_observations(space, stats, 2, seed + 1))
         states = random_states(policy, check_samples, seed) if module.recurrent else None
-        if states is not None:  # a recurrent policy: (obs, state) in, (action, state) out
-            example = (example, random_states(policy, 2, seed + 1))
-        metadata = export_metadata(cfg, env, space, policy)
-        formats.write(fmt, module, example, target, metadata)
-        reference = torch_actions(policy, env, obs, states)
+        masks = random_masks(env.spec.action_dim, check_samples, seed) if masked else None
+        names = ["obs", *(["state"] if states is not None else []),
+                 *(["action_mask"] if masks is not None else [])]
+        if len(names) > 1:  # (obs, state, action_mask) in; a recurrent one: (action, state) out
+            example = (example,
+                       *([random_states(policy, 2, seed + 1)] if states is not None else []),
+                       *([torch.as_tensor(random_masks(env.spec.action_dim, 2, seed + 1))]
+                         if masks is not None else []))
+        metadata = {**export_metadata(cfg, env, space, policy), "inputs": names}
+        formats.write(fmt, module, example, target, metadata, names)
+        reference = torch_actions(policy, env, obs, states, masks)
     finally:
         env.close()
-    agreement, reference = check_export(formats.load(fmt, target), module, obs, states, reference)
+    agreement, reference = check_export(formats.load(fmt, target), module, obs, states, masks,
+                                        reference)
     return {"path": str(target), "format": fmt, "ok": agreement.ok, "samples": agreement.samples,
             "mismatches": agreement.mismatches, "max_abs_diff": agreement.max_abs_diff,
             "tolerance": agreement.tolerance, "checkpoint": str(path),
@@ -76,19 +86,29 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
 
 
 def check_export(run: formats.Runner, module: ExportedPolicy, obs: np.ndarray,
-                 states: torch.Tensor | None, reference: Any) -> tuple[Agreement, np.ndarray]:
+                 states: torch.Tensor | None, masks: np.ndarray | None, reference: Any,
+                 ) -> tuple[Agreement, np.ndarray]:
     """(agreement of the loaded export with the torch reference, the reference actions); with
     a recurrent policy the next states must agree as well as the actions."""
     scale = float(module.action_half_range.max()) if module.action_half_range.numel() else 1.0
+    extra = [] if masks is None else [masks]
     if states is None:
-        return compare_actions(run(obs), reference, module.discrete, scale), reference
-    exported, exported_state = run(obs, states.numpy())
+        return compare_actions(run(obs, *extra), reference, module.discrete, scale), reference
+    exported, exported_state = run(obs, states.numpy(), *extra)
     reference, reference_state = reference
     agreement = compare_actions(exported, reference, module.discrete, scale)
     rows_first = (0, 1, 2) if exported_state.ndim != 3 else (1, 0, 2)  # [B, L, D] per row
     state_agreement = compare_actions(exported_state.transpose(rows_first),
                                       reference_state.transpose(rows_first), False)
     return merge_agreement(agreement, state_agreement), reference
+
+
+def random_masks(n_actions: int, n: int, seed: int) -> np.ndarray:
+    """`n` random action masks `[n, n_actions]`, each allowing at least one action."""
+    rng = np.random.default_rng(seed)
+    masks = rng.random((n, n_actions)) < 0.5
+    masks[np.arange(n), rng.integers(n_actions, size=n)] = True
+    return masks
 
 
 def random_states(policy: Any, n: int, seed: int) -> torch.Tensor:

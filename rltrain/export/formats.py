@@ -27,8 +27,9 @@ EXPORT_EXTRA = 'pip install "rltrain[export]"'
 Runner = Callable[..., Any]
 """A loaded export: observations `[B, *obs_shape]` (float32, or uint8 for pixel policies) →
 actions as numpy; a recurrent one takes (obs, state `[L, B, D]`) and returns (actions, state)."""
-INPUTS = ["obs", "state"]
-"""Input names of an export: `obs`, and `state` for a recurrent policy."""
+INPUTS = ["obs", "state", "action_mask"]
+"""Input names of an export, in order: `obs`; `state` for a recurrent policy; `action_mask`
+(bool `[B, n]`) for a policy trained on an env with invalid-action masks."""
 METADATA_KEY = "rltrain"
 """The exported file's metadata entry (a JSON object: env id, observation shape and dtype, the
 Atari preprocessing contract): ONNX `metadata_props[rltrain]`, TorchScript extra file
@@ -51,16 +52,19 @@ def check_format(fmt: str) -> None:
 
 
 def write(fmt: str, module: nn.Module, example: torch.Tensor | tuple[torch.Tensor, ...],
-          path: Path, metadata: dict[str, Any] | None = None) -> None:
+          path: Path, metadata: dict[str, Any] | None = None,
+          names: list[str] | None = None) -> None:
     """Write `module` (traced/exported on `example`, batch size dynamic, input dtype that of
-    `example`) to `path`, with `metadata` (see `METADATA_KEY`). A tuple `(obs, state)` is the
-    example of a recurrent policy: inputs `obs`, `state`; outputs `action`, `state_out`."""
+    `example`) to `path`, with `metadata` (see `METADATA_KEY`). A tuple example holds every
+    input, named by `names` (`INPUTS`): a recurrent policy's `state` makes the outputs
+    `action`, `state_out`."""
     example = example if isinstance(example, tuple) else (example,)
+    names = names or INPUTS[:len(example)]
     path.parent.mkdir(parents=True, exist_ok=True)
     module = module.eval()
     text = json.dumps(metadata or {}, sort_keys=True)
     if fmt == "onnx":
-        _write_onnx(module, example, path)
+        _write_onnx(module, example, names, path)
         import onnx
 
         model = onnx.load(str(path))
@@ -91,7 +95,8 @@ def read_metadata(fmt: str, path: Path) -> dict[str, Any]:
     return json.loads(files[f"{METADATA_KEY}.json"] or "{}")
 
 
-def _write_onnx(module: nn.Module, example: tuple[torch.Tensor, ...], path: Path) -> None:
+def _write_onnx(module: nn.Module, example: tuple[torch.Tensor, ...], names: list[str],
+                path: Path) -> None:
     # torch 2.13's exporter logs a warning per torchvision op it cannot register and raises a
     # FutureWarning from its own pytree code; neither concerns the user, so both stay quiet here.
     registration = logging.getLogger("torch.onnx._internal.exporter._registration")
@@ -105,15 +110,23 @@ def _write_onnx(module: nn.Module, example: tuple[torch.Tensor, ...], path: Path
             warnings.filterwarnings("ignore", r".*_flat_weights.*assigned during export.*")
             warnings.filterwarnings("ignore", r".*axis name: batch will not be used.*")
             batch = torch.export.Dim("batch")
-            recurrent = len(example) == 2  # (obs, state): the state's batch is its dim 1
-            torch.onnx.export(module, example, str(path), input_names=INPUTS[:len(example)],
+            recurrent = "state" in names  # the state's batch is its dim 1
+            torch.onnx.export(module, example, str(path), input_names=names,
                               output_names=["action", "state_out"] if recurrent else ["action"],
                               dynamo=True, external_data=False,
-                              dynamic_shapes=({"obs": {0: batch}, "state": {1: batch}}
-                                              if recurrent else {"obs": {0: batch}}),
+                              dynamic_shapes=_dynamic_shapes(names, batch),
                               verbose=False)
     finally:
         registration.setLevel(level)
+
+
+def _dynamic_shapes(names: list[str], batch: Any) -> tuple[Any, ...]:
+    """The batch dims of `forward(obs, *extra)`: obs's dim 0, then (when there are extra
+    inputs) one tuple for them, the state's batch being its dim 1."""
+    obs = {0: batch}
+    if len(names) == 1:
+        return (obs,)
+    return (obs, tuple({1 if n == "state" else 0: batch} for n in names[1:]))
 
 
 def load(fmt: str, path: Path) -> Runner:
@@ -123,28 +136,39 @@ def load(fmt: str, path: Path) -> Runner:
 
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
-        def run_onnx(obs: np.ndarray, state: np.ndarray | None = None) -> Any:
-            feed = {"obs": np.asarray(obs, _input_dtype(obs))}
-            if state is not None:
-                feed["state"] = np.asarray(state, np.float32)
+        names = [i.name for i in session.get_inputs()]
+
+        def run_onnx(obs: np.ndarray, *extra: np.ndarray) -> Any:
+            feed = {name: _as_input(name, value) for name, value in zip(names, (obs, *extra),
+                                                                       strict=True)}
             out = session.run(None, feed)
-            return out[0] if state is None else (out[0], out[1])
+            return out[0] if len(out) == 1 else tuple(out)
 
         return run_onnx
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", r"`torch\.jit\.\w+` is deprecated", DeprecationWarning)
         scripted = torch.jit.load(str(path), map_location="cpu")
 
-    def run(obs: np.ndarray, state: np.ndarray | None = None) -> Any:
-        x = torch.as_tensor(obs, dtype=torch.float32 if _input_dtype(obs) == np.float32
-                            else torch.uint8)
+    names = read_metadata(fmt, path).get("inputs") or INPUTS[:1]
+
+    def run(obs: np.ndarray, *extra: np.ndarray) -> Any:
+        inputs = [torch.as_tensor(_as_input(n, v)) for n, v in zip(names, (obs, *extra),
+                                                                    strict=True)]
         with torch.no_grad():
-            if state is None:
-                return scripted(x).numpy()
-            action, new_state = scripted(x, torch.as_tensor(state, dtype=torch.float32))
-            return action.numpy(), new_state.numpy()
+            out = scripted(*inputs)
+        return out.numpy() if isinstance(out, torch.Tensor) else tuple(o.numpy() for o in out)
 
     return run
+
+
+def _as_input(name: str, value: np.ndarray) -> np.ndarray:
+    """An input in the dtype the export takes: obs float32 (uint8 pixels as they are), the
+    recurrent state float32, the action mask bool."""
+    if name == "action_mask":
+        return np.asarray(value, dtype=np.bool_)
+    if name == "state":
+        return np.asarray(value, dtype=np.float32)
+    return np.asarray(value, _input_dtype(value))
 
 
 def _input_dtype(obs: np.ndarray) -> type:

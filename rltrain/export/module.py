@@ -35,10 +35,11 @@ class ExportedPolicy(nn.Module):
     the traced example's: float32, or uint8 for pixel policies (`export/command.py`), which
     convert it to float inside, as the training networks do."""
 
-    def __init__(self, policy: nn.Module, env: VecEnv):
+    def __init__(self, policy: nn.Module, env: VecEnv, masked: bool = False):
         super().__init__()
         self.policy = policy
         self.recurrent = bool(getattr(policy, "recurrent", False))
+        self.masked = masked
         gym_env = find_layer(env, GymVecEnv)
         assert isinstance(gym_env, GymVecEnv), "export needs a gymnasium-backed VecEnv"
         self.discrete = gym_env.spec.action_kind == "discrete"
@@ -55,17 +56,20 @@ class ExportedPolicy(nn.Module):
         self.register_buffer("action_half_range", half_range)
         self.register_buffer("action_bounded", bounded)
 
-    def forward(self, obs: torch.Tensor, state: torch.Tensor | None = None):
+    def forward(self, obs: torch.Tensor, *extra: torch.Tensor):
         """The deterministic env action for each raw observation of the batch. A recurrent
         policy also takes its state `[L, B, D]` (zeros at an episode's start) and returns
-        (action, next state)."""
+        (action, next state); a masked one takes the bool action mask `[B, n]` last."""
         x = obs.to(torch.float32)
         if self.normalize:
             x = ((x - self.obs_mean) / self.obs_std).clamp(-self.clip, self.clip)
+        mask = extra[-1] if self.masked else None
         if self.recurrent:
-            action, state = self.policy.export_step(x, state)
+            action, state = self.policy.export_step(x, extra[0], mask)
             return self._env_action(action), state
-        return self._env_action(self.policy.act(x, deterministic=True))
+        if mask is None:
+            return self._env_action(self.policy.act(x, deterministic=True))
+        return self._env_action(self.policy.act(x, deterministic=True, action_mask=mask))
 
     def _env_action(self, action: torch.Tensor) -> torch.Tensor:
         if self.discrete:
@@ -89,21 +93,24 @@ def _action_bounds(env: GymVecEnv) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 
 @torch.no_grad()
 def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray,
-                  state: torch.Tensor | None = None):
+                  state: torch.Tensor | None = None, mask: np.ndarray | None = None):
     """What `rltrain eval` sends to the env for raw observations `obs`: the env's own
-    normalizer, the torch policy, and `GymVecEnv.to_env_action` for Box actions. A recurrent
+    normalizer, the torch policy (with the action `mask` when given, as evaluation's
+    `PolicyStepper` passes it), and `GymVecEnv.to_env_action` for Box actions. A recurrent
     policy steps from `state` (evaluation's own `act_step`): returns (actions, next state)."""
+    from rltrain.evaluate import PolicyStepper
+
     gym_env = find_layer(env, GymVecEnv)
     norm = find_layer(env, NormalizeObs)
     assert isinstance(gym_env, GymVecEnv)
     x = torch.as_tensor(obs, dtype=torch.float32, device=gym_env.device)
     if isinstance(norm, NormalizeObs):
         x = norm.normalize(x)
+    stepper = PolicyStepper(policy, len(x), x.device)
     if state is not None:
-        starts = torch.zeros(len(x), dtype=torch.bool)
-        action, state = policy.act_step(x, state, starts, deterministic=True)
-    else:
-        action = policy.act(x, deterministic=True)
+        stepper.state, stepper.starts = state, torch.zeros(len(x), dtype=torch.bool)
+    action = stepper(x, True, None if mask is None else torch.as_tensor(mask))
+    state = stepper.state if state is not None else None
     if gym_env.spec.action_kind == "discrete":
         out = action.cpu().numpy().astype(np.int64)
     else:

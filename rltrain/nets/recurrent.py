@@ -131,13 +131,13 @@ class RecurrentActorCritic(nn.Module):
         return self.critic(critic_features.reshape(-1, critic_features.shape[-1])).squeeze(-1)
 
     def export_step(self, obs: torch.Tensor, state: torch.Tensor,
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+                    mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(deterministic action, next state) without episode starts: the exported function
         (its caller passes a zero state at an episode's start). No data-dependent control flow,
         so tracing records all of it."""
         x = encode(self.encoder, obs).unsqueeze(0)
         out, _, state = self._run(x, state)
-        return self.head.mode(self.dist(out[0])), state
+        return self.head.mode(self.dist(out[0], mask)), state
 
     @torch.no_grad()
     def act_step(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor,

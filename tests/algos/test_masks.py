@@ -157,3 +157,23 @@ def test_masked_agents_learn_faster_than_unmasked_ones(algo, tmp_path, monkeypat
 
     masked, unmasked = score(True, "masked"), score(False, "unmasked")
     assert masked >= 9.0 and masked > unmasked + 1.0, (masked, unmasked)
+
+
+@pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_a_masked_policy_exports_with_the_mask_as_an_input(algo, fmt, tmp_path):
+    from rltrain.export.command import export_policy
+    from rltrain.export.formats import load, read_metadata
+
+    from rltrain.envs.trust import NamedCode
+
+    run_on("PickTarget", algo, tmp_path, steps=128)
+    named = NamedCode(frozenset({"tests.envs.masked_envs"}))  # as env.import= on the command line
+    result = export_policy(tmp_path, fmt, check_samples=64, named=named)
+    assert result["ok"], result
+    path = tmp_path / "export" / result["path"].split("/")[-1]
+    assert read_metadata(fmt, path)["inputs"] == ["obs", "action_mask"]
+    obs = torch.eye(8).numpy()
+    only = torch.zeros(8, 8, dtype=torch.bool)
+    only[torch.arange(8), torch.tensor([3, 1, 4, 1, 5, 0, 2, 6])] = True  # one valid action each
+    assert load(fmt, path)(obs, only.numpy()).tolist() == [3, 1, 4, 1, 5, 0, 2, 6]
