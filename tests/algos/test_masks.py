@@ -177,3 +177,14 @@ def test_a_masked_policy_exports_with_the_mask_as_an_input(algo, fmt, tmp_path):
     only = torch.zeros(8, 8, dtype=torch.bool)
     only[torch.arange(8), torch.tensor([3, 1, 4, 1, 5, 0, 2, 6])] = True  # one valid action each
     assert load(fmt, path)(obs, only.numpy()).tolist() == [3, 1, 4, 1, 5, 0, 2, 6]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_no_invalid_action_in_100k_steps(algo, tmp_path):
+    """The strict env raises on the first invalid action: finishing is the proof."""
+    cfg = compose_train_config([
+        f"algo={algo}", "env.id=tests.envs.masked_envs:PickTarget", "+env.kwargs.n=16",
+        "env.num_envs=8", "total_timesteps=100000", "algo.hidden_sizes=[32]", "eval.freq=20000",
+        "eval.episodes=10", "logger=none", "progress=off", "checkpoint.freq=0"])
+    assert Runner(cfg, tmp_path).run()["mean_reward"] == 10.0
