@@ -135,7 +135,9 @@ def test_a_malformed_mask_is_one_line_naming_the_env(bad, message, tmp_path, mon
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_masked_agents_learn_faster_than_unmasked_ones(algo, tmp_path, monkeypatch):
     """PickTarget with 16 actions, 2 valid: after the same short budget the masked agent scores
-    higher than one that never sees the mask (the env, non-strict, pays 0 for invalid ones)."""
+    higher than one that never sees the mask (the env, non-strict, pays 0 for invalid ones).
+    Measured 2026-11-24, seed 0: PPO 1,024 steps 10.0 vs 8.35; DQN 1,000 steps 9.95 vs 2.05
+    (at 2,000: 10.0 vs 9.35 and 10.0 vs 5.3; at 4,000 both PPO agents score 10)."""
     import rltrain.runner.off_policy as off_loop
     import rltrain.runner.on_policy as on_loop
 
@@ -148,15 +150,15 @@ def test_masked_agents_learn_faster_than_unmasked_ones(algo, tmp_path, monkeypat
             cfg = compose_train_config([
                 f"algo={algo}", "env.id=tests.envs.masked_envs:PickTarget",
                 "+env.kwargs.n=16", "+env.kwargs.strict=false", "env.num_envs=4", "seed=0",
-                "total_timesteps=4000", "algo.hidden_sizes=[32]", "eval.episodes=20",
-                "eval.num_envs=4", "eval.freq=0", "logger=none", "progress=off",
-                "checkpoint.freq=0",
-                *(["algo.n_steps=64", "algo.batch_size=64"] if algo == "ppo" else
-                  ["algo.learning_starts=200", "algo.exploration_steps=2000"])])
+                "algo.hidden_sizes=[32]", "eval.episodes=20", "eval.num_envs=4", "eval.freq=0",
+                "logger=none", "progress=off", "checkpoint.freq=0",
+                *(["total_timesteps=1024", "algo.n_steps=64", "algo.batch_size=64"]
+                  if algo == "ppo" else ["total_timesteps=1000", "algo.learning_starts=200",
+                                         "algo.exploration_steps=500"])])
             return Runner(cfg, tmp_path / folder).run()["mean_reward"]
 
     masked, unmasked = score(True, "masked"), score(False, "unmasked")
-    assert masked >= 9.0 and masked > unmasked + 1.0, (masked, unmasked)
+    assert masked >= 9.5 and masked >= unmasked + 1.0, (masked, unmasked)
 
 
 @pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
