@@ -280,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         algo_options = resources.files("rltrain.conf").joinpath("algo")  # ppo_lstm is one
         for algo, env in tasks:
             for side in args.sides:
-                if side == "rltrain" and not algo_options.joinpath(f"{algo}.yaml").is_file():
+                option = TASKS[(algo, env)].algo or algo
+                if side == "rltrain" and not algo_options.joinpath(f"{option}.yaml").is_file():
                     print(f"skip {algo}:{env} rltrain: algo {algo!r} is not available", file=sys.stderr)
                     continue
                 if not has_side(algo, env, side):

@@ -160,3 +160,22 @@ def test_a_recurrent_export_takes_and_returns_the_state_and_matches_torch(fmt, t
     second, _ = run(obs, state)
     assert first.shape == (5, 1) and state.shape == zero.shape
     assert not (first == second).all(), "the state carried nothing"
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_sequence_with_starts_inside_ends_in_the_state_step_by_step_acting_reaches(shared):
+    torch.manual_seed(1)
+    policy = PPO(PPOConfig(recurrent="lstm", recurrent_hidden_size=8, hidden_sizes=[8],
+                           shared_recurrent=shared), SPEC).policy
+    obs = torch.randn(7, 3, 3)
+    starts = torch.rand(7, 3) < 0.3
+    starts[2, 0] = True  # at least one start inside: the sequence is cut there
+    state0 = torch.randn(policy.initial_state(3).shape)
+    actor, critic, final = policy.sequence(obs, state0, starts)
+    state, outs = state0, []
+    for t in range(7):
+        a, c, state = policy.step(obs[t], state, starts[t])
+        outs.append((a, c))
+    assert torch.allclose(final, state, atol=1e-6)
+    assert torch.allclose(actor, torch.stack([a for a, _ in outs]), atol=1e-6)
+    assert torch.allclose(critic, torch.stack([c for _, c in outs]), atol=1e-6)
