@@ -179,3 +179,9 @@ def test_a_sequence_with_starts_inside_ends_in_the_state_step_by_step_acting_rea
     assert torch.allclose(final, state, atol=1e-6)
     assert torch.allclose(actor, torch.stack([a for a, _ in outs]), atol=1e-6)
     assert torch.allclose(critic, torch.stack([c for _, c in outs]), atol=1e-6)
+
+
+def test_ppo_lstm_without_a_preset_has_defaults_that_fit_together(tmp_path):
+    cfg = compose_train_config(["algo=ppo_lstm", "env=Acrobot-v1", "logger=none"])
+    assert (cfg.algo.recurrent, cfg.algo.n_steps, cfg.algo.batch_size) == ("lstm", 128, 128)
+    Runner(cfg, tmp_path)  # builds: the rollout tiles into whole-sequence minibatches
