@@ -68,8 +68,8 @@ TASKS: dict[tuple[str, str], Task] = {
     ("ppo_gsde", "Pendulum-v1"): Task(100_000, -172.0, algo="ppo", overrides=(
         "env.num_envs=4", "algo.n_steps=1024", "algo.batch_size=64", "algo.gamma=0.9",
         "algo.n_epochs=10", "algo.lr=1e-3", "algo.use_sde=true", "algo.sde_sample_freq=4",
-        "env.normalize_reward=false"), preset="ppo_pendulum",
-        note="RL-Zoo's gSDE settings over the Pendulum preset"),
+        "env.normalize_reward=false", "algo.log_std_init=-0.69"), preset="ppo_pendulum",
+        note="RL-Zoo's gSDE settings over the Pendulum preset; SB3's log std 0 in env units"),
     ("ppo", "CartPoleNoVel-v1"): Task(100_000, 0.0, preset="ppo_cartpole",
                                       note="contrast: no memory, no floor"),
     ("ppo", "ALE/Breakout-v5"): Task(250_000, 8.0, preset="ppo_atari",

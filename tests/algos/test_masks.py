@@ -164,10 +164,9 @@ def test_masked_agents_learn_faster_than_unmasked_ones(algo, tmp_path, monkeypat
 @pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_a_masked_policy_exports_with_the_mask_as_an_input(algo, fmt, tmp_path):
+    from rltrain.envs.trust import NamedCode
     from rltrain.export.command import export_policy
     from rltrain.export.formats import load, read_metadata
-
-    from rltrain.envs.trust import NamedCode
 
     run_on("PickTarget", algo, tmp_path, steps=128)
     named = NamedCode(frozenset({"tests.envs.masked_envs"}))  # as env.import= on the command line
