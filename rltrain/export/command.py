@@ -59,16 +59,8 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
         stats = norm if isinstance(norm, NormalizeObs) else None
         obs = sample_observations(space, stats, check_samples, seed)
         # A batch of 2 as the example: torch.export would specialize the batch dim to a 1.
-        example = torch.as_tensor(sample_observations(space, stats, 2, seed + 1))
-        states = random_states(policy, check_samples, seed) if module.recurrent else None
-        masks = random_masks(env.spec.action_dim, check_samples, seed) if masked else None
-        names = ["obs", *(["state"] if states is not None else []),
-                 *(["action_mask"] if masks is not None else [])]
-        if len(names) > 1:  # (obs, state, action_mask) in; a recurrent one: (action, state) out
-            example = (example,
-                       *([random_states(policy, 2, seed + 1)] if states is not None else []),
-                       *([torch.as_tensor(random_masks(env.spec.action_dim, 2, seed + 1))]
-                         if masks is not None else []))
+        example, names, _, _ = export_inputs(module, env, space, stats, 2, seed + 1)
+        _, _, states, masks = export_inputs(module, env, space, stats, check_samples, seed)
         metadata = {**export_metadata(cfg, env, space, policy), "inputs": names}
         formats.write(fmt, module, example, target, metadata, names)
         reference = torch_actions(policy, env, obs, states, masks)
@@ -101,6 +93,21 @@ def check_export(run: formats.Runner, module: ExportedPolicy, obs: np.ndarray,
     state_agreement = compare_actions(exported_state.transpose(rows_first),
                                       reference_state.transpose(rows_first), False)
     return merge_agreement(agreement, state_agreement), reference
+
+
+def export_inputs(module: ExportedPolicy, env: Any, space: gym.spaces.Box,
+                  stats: NormalizeObs | None, n: int, seed: int,
+                  ) -> tuple[Any, list[str], torch.Tensor | None, np.ndarray | None]:
+    """`n` random inputs of the export: (the example (obs, or a tuple with the recurrent state
+    and the action mask when it takes them), their names, the states, the masks)."""
+    obs = torch.as_tensor(sample_observations(space, stats, n, seed))
+    states = random_states(module.policy, n, seed) if module.recurrent else None
+    masks = random_masks(env.spec.action_dim, n, seed) if module.masked else None
+    extra = [*([states] if states is not None else []),
+             *([torch.as_tensor(masks)] if masks is not None else [])]
+    names = ["obs", *(["state"] if states is not None else []),
+             *(["action_mask"] if masks is not None else [])]
+    return ((obs, *extra) if extra else obs), names, states, masks
 
 
 def random_masks(n_actions: int, n: int, seed: int) -> np.ndarray:
