@@ -252,8 +252,14 @@ class PPO:
         """Restore `state_dict()`."""
         load_actor_critic_state(self.policy, self.optimizer, self.noise_clock, state)
         saved = state.get("rnn_state")
-        if self.recurrent and isinstance(saved, torch.Tensor) \
-                and saved.shape == self.rnn_state.shape:
+        if not self.recurrent or saved is None:
+            return
+        layers, n, width = self.rnn_state.shape
+        if not isinstance(saved, torch.Tensor) or saved.dim() != 3 \
+                or (saved.shape[0], saved.shape[2]) != (layers, width):
+            raise ValueError(f"the saved recurrent state {list(getattr(saved, 'shape', []))} "
+                             f"does not fit [{layers}, N, {width}]")
+        if saved.shape[1] == n:  # another env count (eval, export) starts from zeros instead
             self.rnn_state = saved.to(self.device, self.rnn_state.dtype)
 
 

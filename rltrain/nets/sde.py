@@ -123,7 +123,11 @@ def sde_state(sde: StateDependentNoise, clock: NoiseClock) -> dict[str, object]:
 
 def load_sde_state(sde: StateDependentNoise, clock: NoiseClock, state: dict[str, object]) -> None:
     """Restore `sde_state()`."""
-    matrices = state["matrices"]
-    assert isinstance(matrices, torch.Tensor)
+    matrices, count = state.get("matrices"), state.get("count")
+    if not isinstance(matrices, torch.Tensor) or matrices.dim() != 3 \
+            or tuple(matrices.shape[1:]) != tuple(sde.log_std.shape) or type(count) is not int:
+        raise ValueError(f"the saved gSDE noise does not fit: matrices "
+                         f"{list(getattr(matrices, 'shape', []))}, count {count!r}; expected "
+                         f"[N, {', '.join(map(str, sde.log_std.shape))}] and an int")
     sde.matrices = matrices.to(sde.log_std.device, sde.log_std.dtype).clone()
-    clock.count = int(state["count"])  # type: ignore[arg-type]
+    clock.count = count

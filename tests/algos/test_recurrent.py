@@ -185,3 +185,17 @@ def test_ppo_lstm_without_a_preset_has_defaults_that_fit_together(tmp_path):
     cfg = compose_train_config(["algo=ppo_lstm", "env=Acrobot-v1", "logger=none"])
     assert (cfg.algo.recurrent, cfg.algo.n_steps, cfg.algo.batch_size) == ("lstm", 128, 128)
     Runner(cfg, tmp_path)  # builds: the rollout tiles into whole-sequence minibatches
+
+
+def test_a_damaged_saved_recurrent_state_is_refused_in_one_line(tmp_path):
+    from rltrain.errors import UserError as Refused
+    from rltrain.evaluate import load_algo
+
+    ppo = PPO(PPOConfig(recurrent="gru", recurrent_hidden_size=8, hidden_sizes=[8]), SPEC)
+    state = ppo.state_dict()
+    state["rnn_state"] = torch.zeros(1, 3, 5)
+    with pytest.raises(Refused, match="saved recurrent state"):
+        load_algo(ppo, state, tmp_path / "x.pt")
+    state["rnn_state"] = torch.ones(1, 7, 16)  # another env count: not this run's, zeros kept
+    load_algo(ppo, state, tmp_path / "x.pt")
+    assert not ppo.rnn_state.any()

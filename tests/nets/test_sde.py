@@ -126,3 +126,16 @@ def test_bad_gsde_settings_are_one_line_errors(overrides, message, tmp_path):
 
     with pytest.raises(UserError, match=message):
         Runner(compose_train_config([*overrides, "logger=none", "progress=off"]), tmp_path)
+
+
+@pytest.mark.parametrize("bad", [{"matrices": "x", "count": 1},
+                                 {"matrices": torch.zeros(2, 5, 5), "count": 1},
+                                 {"matrices": torch.zeros(2, 8, 2), "count": "3"}])
+def test_a_damaged_saved_noise_is_refused_in_one_line(bad, tmp_path):
+    from rltrain.evaluate import load_algo
+
+    sac = SAC(SACConfig(use_sde=True, hidden_sizes=[8]), BOX)
+    state = sac.state_dict()
+    state["sde"] = bad
+    with pytest.raises(UserError, match="saved gSDE noise does not fit"):
+        load_algo(sac, state, tmp_path / "x.pt")
