@@ -11,3 +11,18 @@ def closest(name: str, options: list[str] | tuple[str, ...]) -> str:
     if near:
         return "did you mean " + " or ".join(near) + "?"
     return "choose one of " + ", ".join(sorted(options))
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 env`, `8 envs`, `12,288 steps`: a count with thousands separators and the right noun."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def duration(seconds: float) -> str:
+    """`42 s` under a minute, `h:mm:ss` from there on, `?` when unknown (NaN or infinite)."""
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return "?"
+    if seconds < 59.5:
+        return f"{max(0.0, seconds):.0f} s"
+    s = round(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"

@@ -12,6 +12,7 @@ import torch
 from rltrain.algos.base import OffPolicyConfig
 from rltrain.config import TrainConfig
 from rltrain.run_dir import RunDir
+from rltrain.text import plural
 
 log = logging.getLogger("rltrain")
 
@@ -19,9 +20,8 @@ log = logging.getLogger("rltrain")
 def say_start(cfg: TrainConfig, total: int, num_envs: int, device: torch.device,
               run_dir: Path) -> None:
     """One line: what trains on what, for how long, where."""
-    log.info("training %s on %s for %s env steps (%d env%s, device %s) -> %s",
-             cfg.algo.name, cfg.env.id, f"{total:,}", num_envs, "" if num_envs == 1 else "s",
-             device, run_dir)
+    log.info("training %s on %s for %s (%s, device %s) -> %s", cfg.algo.name, cfg.env.id,
+             plural(total, "env step"), plural(num_envs, "env"), device, run_dir)
     if cfg.preset is None:
         log.info("no tuned preset for (%s, %s); using defaults: %s", cfg.algo.name, cfg.env.id,
                  defaults_that_matter(cfg, num_envs))
@@ -51,12 +51,11 @@ def say_stopped(reason: str, step: int, run_dir: Path) -> None:
                 reason, f"{step:,}", run_dir)
 
 
-def say_eval(result: dict[str, Any], step: int, quiet: bool) -> bool:
-    """Report an evaluation (unless `quiet`: the progress bar shows it); False when its mean
-    reward is not finite, which is always said, as it can never be the best."""
-    if not quiet:
-        log.info("eval at step %s: mean reward %.2f ± %.2f", f"{step:,}",
-                 result["mean_reward"], result["std_reward"])
+def say_eval(result: dict[str, Any], step: int) -> bool:
+    """Report an evaluation (a record above the live region, and in train.log); False when its
+    mean reward is not finite, which is also said, as it can never be the best."""
+    log.info("eval at step %s: mean reward %.2f ± %.2f", f"{step:,}",
+             result["mean_reward"], result["std_reward"])
     if math.isfinite(result["mean_reward"]):
         return True
     log.warning("eval at step %s: mean reward is %s (the env returned non-finite rewards); "

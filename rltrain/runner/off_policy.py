@@ -75,7 +75,9 @@ def run_off_policy(ctx: LoopContext) -> None:
             action = algo.act(ctx.obs, state.global_step)
         else:
             action = algo.act(ctx.obs, state.global_step, action_mask=mask)
+        te = time.perf_counter()
         res = env.step(action)
+        env_seconds = time.perf_counter() - te
         if mask is None:
             replay.add(ctx.obs, action, res.reward, res.final_obs, res.terminated)
         else:
@@ -94,7 +96,8 @@ def run_off_policy(ctx: LoopContext) -> None:
             state.metrics = mean_metrics(rows)
             ctx.fire("post_update")
         state.iteration += 1
-        ctx.timer.add("rollout", t1 - t0)
+        ctx.timer.add("env", env_seconds)
+        ctx.timer.add("act", t1 - t0 - env_seconds)  # the policy and the replay storage
         ctx.timer.add("update", time.perf_counter() - t1)
         state.metrics["buffer/size"] = float(replay.size)
         ctx.end_iteration()

@@ -39,11 +39,13 @@ def run_on_policy(ctx: LoopContext) -> None:
             buf = make_buffer(steps)
         # ---- collect one rollout --------------------------------------------------------
         ctx.fire("pre_rollout")
-        t0 = time.perf_counter()
+        t0, env_seconds = time.perf_counter(), 0.0
         for _ in range(steps):
             mask = action_mask(env)  # None unless the env says which actions are valid
             action, log_prob, value = algo.act(obs, **act_inputs(mask, starts if recurrent else None))
+            te = time.perf_counter()
             res = env.step(action)
+            env_seconds += time.perf_counter() - te
             buf.add(obs, action, log_prob, value, res.reward, res.terminated, res.truncated, mask)
             if res.truncated.any():  # time limit: bootstrap from V(final obs), not from 0
                 rows = res.truncated  # (with memory: every row, from the state after this step)
@@ -64,7 +66,8 @@ def run_on_policy(ctx: LoopContext) -> None:
         state.iteration += 1
         ctx.fire("post_update")
         # ---- log, evaluate, checkpoint --------------------------------------------------
-        ctx.timer.add("rollout", t1 - t0)
+        ctx.timer.add("env", env_seconds)
+        ctx.timer.add("act", t1 - t0 - env_seconds)  # the policy and the rollout storage
         ctx.timer.add("update", time.perf_counter() - t1)
         state.metrics.update({
             "rollout/mean_reward": float(buf.rewards.mean()),

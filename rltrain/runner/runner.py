@@ -89,8 +89,10 @@ class Runner:
             self.stopper.clear_stale_stop_file()
             self.loggers = build_loggers(self.cfg.logger, self.run_dir,
                                          purge_step=self.state.global_step, config=self.config_dict)
-            self.progress = ConsoleProgress(self.state.total_timesteps, self.cfg.progress,
-                                            self.cfg.logger.log_interval, start=self.state.global_step)
+            self.progress = ConsoleProgress(
+                self.state.total_timesteps, self.cfg.progress, self.cfg.logger.log_interval,
+                start=self.state.global_step, num_envs=self.env.spec.num_envs, timer=self.timer,
+                best=self.state.best_eval)
             say_start(self.cfg, self.state.total_timesteps, self.env.spec.num_envs, self.device,
                       self.run_dir)
             try:
@@ -178,10 +180,12 @@ class Runner:
         result["step"] = step = self.state.global_step
         self.state.last_eval = result
         self.loggers.log(eval_metrics(result), step)
-        finite = say_eval(result, step, quiet=self.cfg.progress == "bar")
+        finite = say_eval(result, step)
         if finite and result["mean_reward"] > self.state.best_eval:  # a NaN is never "best"
             self.state.best_eval = result["mean_reward"]
             self.save(self.paths.best)
+        self.progress.eval_done(result["mean_reward"], result["std_reward"], step,
+                                self.state.best_eval)
         return result
 
     def save(self, path: Path, periodic: bool = False) -> Path:

@@ -11,7 +11,7 @@ from rltrain.types import Metrics
 
 
 class SectionTimer:
-    """Cumulative seconds per named section (`rollout`, `update`, `eval`, `checkpoint`, `log`).
+    """Cumulative seconds per named section (`env`, `act`, `update`, `eval`, `checkpoint`, `log`).
 
     The loops time their own sections; the Runner times evaluation, checkpoints and logging.
     `metrics()` gives `time/<section>_s` and `time/<section>_frac` (share of the timed total), so

@@ -34,7 +34,7 @@ def test_on_policy_loop_advances_the_context_and_calls_its_hooks():
     assert ends == [16, 32, 48] and ctx.state.iteration == 3
     assert events[:5] == ["pre_iteration", "pre_rollout", "post_rollout", "pre_update", "post_update"]
     assert not torch.equal(ctx.obs, first_obs)  # the context holds the latest observation
-    assert "train/policy_loss" in ctx.state.metrics and ctx.timer.totals["rollout"] > 0
+    assert "train/policy_loss" in ctx.state.metrics and ctx.timer.totals["env"] > 0 and ctx.timer.totals["act"] > 0
 
 
 def test_off_policy_loop_fills_the_replay_buffer_it_is_given():
