@@ -50,7 +50,7 @@ def _swanlab(cfg: LoggerConfig, run: RunDir, purge_step: int, config: dict[str, 
 def _tensorboard(cfg: LoggerConfig, run: RunDir, purge_step: int, config: dict[str, Any]) -> Logger:
     from rltrain.loggers.tensorboard import TensorBoardLogger
 
-    return TensorBoardLogger(run.tb, purge_step)
+    return TensorBoardLogger(run.tb, purge_step, config)
 
 
 def _csv(cfg: LoggerConfig, run: RunDir, purge_step: int, config: dict[str, Any]) -> Logger:

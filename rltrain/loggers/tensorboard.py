@@ -1,27 +1,78 @@
-"""TensorBoard event files via torch's SummaryWriter."""
+"""TensorBoard event files via torch's SummaryWriter: scalars, the run's config as a text table
+at step 0, and an HParams entry (flattened config + final metrics) when the run finishes, so the
+HParams dashboard compares the runs of a sweep by what differed."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
 
 from rltrain.types import Metrics
+
+FINAL_METRICS = ("final/eval_mean", "final/best_eval", "final/env_steps", "final/wall_clock_s")
+"""What a finished run logs once at its last step (the Runner); their arrival writes the HParams
+entry, with these as its metrics."""
 
 
 class TensorBoardLogger:
     """One scalar per metric name; non-finite values are skipped (TensorBoard plots them badly)."""
 
-    def __init__(self, log_dir: Path, purge_step: int = 0):
+    def __init__(self, log_dir: Path, purge_step: int = 0, config: dict[str, Any] | None = None):
         # purge_step hides events logged after the checkpoint a resumed run starts from
         self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step + 1 if purge_step else None)
+        self.hparams = flat_hparams(config or {})
+        if self.hparams and not purge_step:  # a resumed run wrote it when it started
+            self.writer.add_text("config", config_table(self.hparams), 0)
 
     def log(self, metrics: Metrics, step: int) -> None:
         for name, value in metrics.items():
             if math.isfinite(value):
                 self.writer.add_scalar(name, value, step)
+        if FINAL_METRICS[0] in metrics:
+            self._write_hparams(metrics)
+
+    def _write_hparams(self, metrics: Metrics) -> None:
+        final = {name: float(metrics[name]) for name in FINAL_METRICS
+                 if name in metrics and math.isfinite(metrics[name])}
+        # only the session's start and end: without an experiment summary TensorBoard builds the
+        # experiment from every run's session, so the columns of a sweep are the union of its
+        # runs' hyperparameters, and those that differ between runs are marked (and shown)
+        _, start, end = hparams(self.hparams, final)
+        self.writer.file_writer.add_summary(start)
+        self.writer.file_writer.add_summary(end)
 
     def close(self) -> None:
         self.writer.flush()
         self.writer.close()
+
+
+NOT_HPARAMS = ("logger", "progress")
+"""Top-level config entries that never change what a run learns (left out of the HParams)."""
+
+
+def flat_hparams(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"algo.lr": 0.0003, "env.id": "CartPole-v1", ...}`: nested sections joined with dots;
+    values TensorBoard cannot hold as hyperparameters (lists, None) become their text."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if not prefix and key in NOT_HPARAMS:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flat_hparams(value, f"{name}."))
+        elif isinstance(value, bool | int | float | str):
+            out[name] = value
+        else:
+            out[name] = str(value)
+    return out
+
+
+def config_table(flat: dict[str, Any]) -> str:
+    """A markdown table of the flattened config (TensorBoard's text tab renders it)."""
+    bar = "\\|"  # a literal | inside a cell
+    rows = [f"| {name} | {str(value).replace('|', bar)} |" for name, value in sorted(flat.items())]
+    return "\n".join(["| key | value |", "|---|---|", *rows])

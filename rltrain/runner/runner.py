@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from rltrain.registry import check_action_space, get_algo_spec
 from rltrain.report.plot import write_run_curve
 from rltrain.run_dir import RunDir
 from rltrain.runner import setup
-from rltrain.runner.callbacks import Callback
+from rltrain.runner.callbacks import Callback, LoopState
 from rltrain.runner.guards import check_metrics, check_weights
 from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
 from rltrain.runner.messages import kept, say_done, say_eval, say_start, say_stopped
@@ -95,8 +96,12 @@ class Runner:
                 best=self.state.best_eval)
             say_start(self.cfg, self.state.total_timesteps, self.env.spec.num_envs, self.device,
                       self.run_dir)
+            started = time.perf_counter()
             try:
                 result = self._train_and_finish()
+                if "stopped" not in result:
+                    self.loggers.log(final_metrics(result, self.state, time.perf_counter() - started),
+                                     self.state.global_step)
             finally:
                 self.stopper.stop_file.unlink(missing_ok=True)  # a STOP file is always consumed
                 self.progress.close()
@@ -198,3 +203,11 @@ class Runner:
             if periodic:
                 checkpoint.prune(self.paths.checkpoints, self.cfg.checkpoint.keep_last)
         return path
+
+
+def final_metrics(result: dict[str, Any], state: LoopState, seconds: float) -> Metrics:
+    """What a completed run logs once at its last step (`final/*`; TensorBoard's HParams
+    entry takes them as its metrics): final and best eval means, env steps, wall-clock seconds
+    of this process (a resumed run counts from its resume)."""
+    return {"final/eval_mean": float(result["mean_reward"]), "final/best_eval": state.best_eval,
+            "final/env_steps": float(state.global_step), "final/wall_clock_s": seconds}

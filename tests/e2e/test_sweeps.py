@@ -12,9 +12,13 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import math
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -164,3 +168,71 @@ def test_report_over_every_sweep_writes_table_csv_and_png(sweeps, capsys):
     width, height = png_size(sweeps["tmp"] / "learning_curves.png")
     assert width >= 400 and height >= 300
     assert (sweeps["tmp"] / "learning_curves.png").stat().st_size > 10_000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(port: int, path: str, body: dict | None = None):
+    """GET (or POST `body` as JSON to) TensorBoard's HTTP data API; the decoded JSON."""
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"X-XSRF-Protected": "1", "Content-Type": "application/json"}  # POST needs both
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def tensorboard(sweeps):
+    """A real TensorBoard server on 127.0.0.1 over the finished 2x2 grid; yields its port."""
+    binary = Path(sys.executable).with_name("tensorboard")
+    if not binary.is_file():
+        pytest.skip("the tensorboard binary is not installed beside this Python")
+    assert sweeps["grid"].returncode == 0, describe(sweeps["grid"])
+    port = _free_port()
+    proc = subprocess.Popen([str(binary), "--logdir", str(sweeps["tmp"] / "grid"),
+                             "--host", "127.0.0.1", "--port", str(port), "--load_fast=false"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while True:  # until it serves the four runs' scalars
+            try:
+                if len(_get(port, "/data/plugin/scalars/tags")) == 4:
+                    break
+            except (OSError, ValueError):
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"tensorboard did not serve 4 runs: {proc.stderr.read()[-2000:]}")
+            time.sleep(0.5)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_tensorboard_serves_scalars_config_and_hparams_of_every_run(tensorboard):
+    port = tensorboard
+    runs = [f"{num}/tb" for num in range(4)]
+    scalars = _get(port, "/data/plugin/scalars/tags")
+    for run in runs:
+        assert {"train/policy_loss", "eval/mean_reward", "final/eval_mean"} <= set(scalars[run])
+    assert all("config/text_summary" in tags for tags in _get(port, "/data/plugin/text/tags").values())
+    text = _get(port, "/data/plugin/text/text?run=0/tb&tag=config/text_summary")[0]
+    assert text["step"] == 0 and "algo.lr" in text["text"] and "env.id" in text["text"]
+    experiment = _get(port, "/data/plugin/hparams/experiment", {"experimentName": ""})
+    differ = {h["name"] for h in experiment["hparamInfos"] if h.get("differs")}
+    assert {"algo.name", "seed"} <= differ  # what the sweep changed stands out
+    assert "logger.csv" not in {h["name"] for h in experiment["hparamInfos"]}
+    groups = _get(port, "/data/plugin/hparams/session_groups", {
+        "experimentName": "", "startIndex": 0, "sliceSize": 100,
+        "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
+        "colParams": [{"hparam": "algo.name"}, {"hparam": "seed"},
+                      {"metric": {"tag": "final/eval_mean", "group": ""}}]})["sessionGroups"]
+    sessions = {(g["hparams"]["algo.name"], g["hparams"]["seed"]): g for g in groups}
+    assert set(sessions) == {(a, s) for a in ("ppo", "a2c") for s in (0.0, 1.0)}
+    for group in groups:
+        values = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
+        assert math.isfinite(values["final/eval_mean"]) and values["final/env_steps"] == 512
