@@ -12,6 +12,7 @@ from hydra.experimental.callback import Callback
 from rltrain.errors import UserError
 from rltrain.report.plot import GROUP_CURVES, plot_groups
 from rltrain.report.runs import Run, find_runs, load_run
+from rltrain.report.study import BEST_TRIAL, write_study_report
 from rltrain.report.table import GroupSummary, print_table, summarize, write_csv
 
 log = logging.getLogger("rltrain")
@@ -23,7 +24,9 @@ def report_main(argv: list[str]) -> list[GroupSummary]:
     parser = argparse.ArgumentParser(
         prog="rltrain report",
         description="Group every run below FOLDER by its overrides minus the seed; print a "
-                    f"table and write {REPORT_CSV} and {GROUP_CURVES}.")
+                    f"table and write {REPORT_CSV} and {GROUP_CURVES}. For an Optuna search "
+                    f"(FOLDER/optuna.db) also write its history, parameter-importance and "
+                    f"parallel-coordinate plots and {BEST_TRIAL}, the best trial as one command.")
     parser.add_argument("folder", nargs="?", default="outputs",
                         help="a sweep, a day, or outputs/ (default: outputs)")
     parser.add_argument("--out", default=None,
@@ -61,6 +64,12 @@ def write_report(folder: Path, out: Path | None = None, console: Any = None) -> 
     png_path = plot_groups([(g.label, g.runs) for g in groups], out / GROUP_CURVES,
                            f"{folder}: eval return, mean and 95% bootstrap CI across seeds")
     console.print(f"table:  {csv_path}\ncurves: {png_path}")
+    study = write_study_report(folder)
+    if study:
+        console.print("study:  " + "\n        ".join(str(p) for p in study))
+        best = folder / BEST_TRIAL
+        if best.is_file():
+            console.print(best.read_text().strip(), markup=False, highlight=False, soft_wrap=True)
     return groups
 
 

@@ -14,6 +14,7 @@ import importlib.util
 import json
 import math
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -236,3 +237,25 @@ def test_tensorboard_serves_scalars_config_and_hparams_of_every_run(tensorboard)
     for group in groups:
         values = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
         assert math.isfinite(values["final/eval_mean"]) and values["final/env_steps"] == 512
+
+
+def test_an_optuna_search_ends_with_its_plots_and_the_best_trial_as_a_command(sweeps):
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    from omegaconf import OmegaConf
+
+    from rltrain.compose import compose_train_config
+    from rltrain.config import config_to_dict, to_train_config
+
+    proc, folder = sweeps.get("hpo_resume") or sweeps["hpo"], sweeps["tmp"] / "hpo"
+    assert proc.returncode == 0, describe(proc)
+    for name in ("history", "importances", "parallel"):
+        png = folder / f"optuna_{name}.png"
+        assert png.is_file() and png.stat().st_size > 10_000, f"{png} missing or tiny"
+        width, height = png_size(png)
+        assert width >= 400 and height >= 300
+    head, command = (folder / "best_trial.txt").read_text().strip().splitlines()
+    trial = int(head.split(" is trial ")[1].split()[0])
+    argv = shlex.split(command)
+    assert argv[0] == "rltrain" and not any(a.startswith(("+hpo", "hydra.")) for a in argv)
+    saved = OmegaConf.load(folder / str(trial) / ".hydra" / "config.yaml")
+    assert config_to_dict(compose_train_config(argv[1:])) == config_to_dict(to_train_config(saved))
