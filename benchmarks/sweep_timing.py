@@ -11,6 +11,7 @@ the machine's core count and load average, since a shared machine changes the nu
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import subprocess
@@ -61,7 +62,7 @@ def main() -> None:
     out.mkdir(exist_ok=True)
     meta = {"cpu_count": os.cpu_count(), "rows": rows}
     (out / "sweep_timing.json").write_text(json.dumps(meta, indent=2) + "\n")
-    lines = [f"# Seed sweep wall-clock ({os.cpu_count()} cores)", "",
+    lines = [f"# Seed sweep wall-clock ({os.cpu_count()} cores), measured {datetime.date.today()}", "",
              "| mode | jobs | env steps/job | wall-clock (s) | speed-up | load avg before |",
              "|---|---|---|---|---|---|"]
     lines += [f"| {r['mode']} | {r['jobs']} | {r['steps_per_job']:,} | {r['wall_s']} | "

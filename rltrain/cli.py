@@ -1,5 +1,6 @@
 """Command line: `rltrain [overrides]` trains, `rltrain eval ckpt=...` evaluates a checkpoint,
-`rltrain export ckpt=... format=onnx|torchscript` writes the policy for deployment.
+`rltrain export ckpt=... format=onnx|torchscript` writes the policy for deployment,
+`rltrain report <folder>` summarizes runs, `rltrain list` shows what is on offer.
 
 Bad input becomes one line on stderr and exit code 2; set RLTRAIN_DEBUG=1 for the traceback.
 """
@@ -10,13 +11,14 @@ import logging
 import os
 import sys
 from pathlib import Path
-
-import hydra
-from omegaconf import DictConfig
+from typing import TYPE_CHECKING
 
 from rltrain.envs.trust import NamedCode, named_code
 from rltrain.errors import TrainingError, UserError
 from rltrain.run_dir import RunDir
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 log = logging.getLogger("rltrain")
 EXIT_USAGE = 2
@@ -48,6 +50,11 @@ def main() -> None:
             return
         if argv[:1] == ["export"]:
             export_command(argv[1:])
+            return
+        if argv[:1] in (["list"], ["--list"]):
+            from rltrain.listing import print_listing
+
+            print_listing()
             return
         train_command(argv)
     except UserError as exc:
@@ -100,8 +107,15 @@ def train_command(argv: list[str]) -> None:
         _train_task()
 
 
-@hydra.main(version_base="1.3", config_path="pkg://rltrain.conf", config_name="config")
-def _train_task(cfg: DictConfig) -> float:
+def _train_task() -> None:
+    """Hand `sys.argv` to Hydra (imported here: `rltrain list` and the error paths before it
+    never pay for it), which calls `_job` once per job."""
+    import hydra
+
+    hydra.main(version_base="1.3", config_path="pkg://rltrain.conf", config_name="config")(_job)()
+
+
+def _job(cfg: DictConfig) -> float:
     """One training job (a multirun calls it once per job); returns the final eval mean."""
     try:
         return _run_job(cfg)

@@ -1,4 +1,5 @@
-"""Literal name -> spec tables. Adding an algorithm is one line in `ALGOS`; nothing registers on import."""
+"""Literal name -> spec tables. Adding an algorithm is one line in `ALGOS` (and its traits in
+`catalog.ALGO_TRAITS`); nothing registers on import."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rltrain.algos import a2c, ddpg, dqn, ppo, sac, td3
+from rltrain.catalog import ALGO_TRAITS
 from rltrain.errors import UserError
 from rltrain.text import closest
 
@@ -21,13 +23,14 @@ class AlgoSpec:
     action_kinds: tuple[str, ...]  # which action spaces it handles: "discrete", "box"
 
 
+# family and action spaces come from `catalog.ALGO_TRAITS` (torch-free, read by `rltrain list`)
 ALGOS: dict[str, AlgoSpec] = {
-    "ppo": AlgoSpec(ppo.PPOConfig, ppo.build, "on_policy", ("discrete", "box")),
-    "a2c": AlgoSpec(a2c.A2CConfig, a2c.build, "on_policy", ("discrete", "box")),
-    "dqn": AlgoSpec(dqn.DQNConfig, dqn.build, "off_policy", ("discrete",)),
-    "ddpg": AlgoSpec(ddpg.DDPGConfig, ddpg.build, "off_policy", ("box",)),
-    "td3": AlgoSpec(td3.TD3Config, td3.build, "off_policy", ("box",)),
-    "sac": AlgoSpec(sac.SACConfig, sac.build, "off_policy", ("box",)),
+    "ppo": AlgoSpec(ppo.PPOConfig, ppo.build, *ALGO_TRAITS["ppo"]),
+    "a2c": AlgoSpec(a2c.A2CConfig, a2c.build, *ALGO_TRAITS["a2c"]),
+    "dqn": AlgoSpec(dqn.DQNConfig, dqn.build, *ALGO_TRAITS["dqn"]),
+    "ddpg": AlgoSpec(ddpg.DDPGConfig, ddpg.build, *ALGO_TRAITS["ddpg"]),
+    "td3": AlgoSpec(td3.TD3Config, td3.build, *ALGO_TRAITS["td3"]),
+    "sac": AlgoSpec(sac.SACConfig, sac.build, *ALGO_TRAITS["sac"]),
 }
 
 

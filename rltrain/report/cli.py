@@ -64,10 +64,10 @@ def write_report(folder: Path, out: Path | None = None, console: Any = None) -> 
     png_path = plot_groups([(g.label, g.runs) for g in groups], out / GROUP_CURVES,
                            f"{folder}: eval return, mean and 95% bootstrap CI across seeds")
     console.print(f"table:  {csv_path}\ncurves: {png_path}")
-    study = write_study_report(folder)
+    study = write_study_report(folder, out)
     if study:
         console.print("study:  " + "\n        ".join(str(p) for p in study))
-        best = folder / BEST_TRIAL
+        best = out / BEST_TRIAL
         if best.is_file():
             console.print(best.read_text().strip(), markup=False, highlight=False, soft_wrap=True)
     return groups

@@ -28,9 +28,11 @@ SEARCH_ONLY = ("hydra.sweep.subdir",)
 """Trial parameters that are bookkeeping of the search (the trial-folder hook), not choices."""
 
 
-def write_study_report(folder: Path) -> list[Path]:
-    """The PNGs and `best_trial.txt` of the study in `folder/optuna.db` (none without one).
-    A plot Optuna cannot draw (too few trials, scikit-learn missing) is one warning line."""
+def write_study_report(folder: Path, out: Path | None = None) -> list[Path]:
+    """The PNGs and `best_trial.txt` of the study in `folder/optuna.db` (none without one),
+    written into `out` (default: `folder`). A plot that cannot be drawn (scikit-learn missing,
+    nothing searched) is one warning line."""
+    out = out or folder
     if not (folder / STUDY_DB).is_file():
         return []
     try:
@@ -47,8 +49,8 @@ def write_study_report(folder: Path) -> list[Path]:
         if not complete:
             log.warning("study %s: no completed trial yet, nothing to plot", study.study_name)
             continue
-        written += _plots(study, folder)
-        best = folder / BEST_TRIAL
+        written += _plots(study, out)
+        best = out / BEST_TRIAL
         best.write_text(best_trial_text(study, folder) + "\n")
         written.append(best)
     return written

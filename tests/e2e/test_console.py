@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import subprocess
 
 import pytest
 
@@ -80,3 +82,16 @@ def test_no_evaluation_and_no_best_yet_say_so():
     status = RunStatus(total=10, best=-math.inf)
     assert status.eval_line() == "eval -"
     assert status.time_line() == "time -"
+
+
+def test_a_first_run_on_a_fresh_machine_does_not_report_matplotlib_building_its_font_cache(tmp_path):
+    env = {**os.environ, "MPLCONFIGDIR": str(tmp_path / "mpl")}  # no font cache yet
+    env.pop("RLTRAIN_DEBUG", None)
+    proc = subprocess.run(rltrain_argv("algo=ppo", "env=CartPole-v1", "total_timesteps=512",
+                                       "logger=none", f"hydra.run.dir={tmp_path / 'run'}"),
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "run" / "learning_curve.png").is_file()  # matplotlib did run
+    assert (tmp_path / "mpl").is_dir()
+    for text in (proc.stdout, proc.stderr, (tmp_path / "run" / "train.log").read_text()):
+        assert "fontManager" not in text and "font cache" not in text.lower()

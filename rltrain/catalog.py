@@ -1,0 +1,100 @@
+"""What rltrain offers, without importing torch: the algorithms' traits (the registry builds its
+`ALGOS` from them), the `algo=` options, env aliases, tuned presets and optional extras.
+`rltrain list` prints it all in one table in a fraction of a second."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from importlib import resources
+
+from rltrain.env_aliases import ENV_ALIASES
+from rltrain.envs.families import EXTRAS as FAMILY_EXTRAS
+from rltrain.envs.families import family_of
+
+ALGO_TRAITS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "ppo": ("on_policy", ("discrete", "box")),
+    "a2c": ("on_policy", ("discrete", "box")),
+    "dqn": ("off_policy", ("discrete",)),
+    "ddpg": ("off_policy", ("box",)),
+    "td3": ("off_policy", ("box",)),
+    "sac": ("off_policy", ("box",)),
+}
+"""Registry key -> (loop family, action spaces it handles: "discrete", "box")."""
+
+EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
+    **{extra: (what, modules) for what, extra, modules in FAMILY_EXTRAS.values()},
+    "sweep": ("Optuna searches, joblib launcher", ("hydra_plugins.hydra_optuna_sweeper", "optuna",
+                                                   "hydra_plugins.hydra_joblib_launcher", "sklearn")),
+    "slurm": ("SLURM launcher (submitit)", ("hydra_plugins.hydra_submitit_launcher",)),
+    "ray": ("Ray launcher", ("hydra_plugins.hydra_ray_launcher", "ray")),
+    "video": ("eval videos (PyAV)", ("av",)),
+    "export": ("ONNX export and check", ("onnx", "onnxscript", "onnxruntime")),
+    "wandb": ("logger=wandb", ("wandb",)),
+    "swanlab": ("logger=swanlab", ("swanlab",)),
+    "bench": ("SB3 side of the benchmarks", ("stable_baselines3", "sb3_contrib")),
+}
+"""pip extra -> (what it is for, the modules it installs)."""
+
+
+@dataclass(frozen=True)
+class AlgoOption:
+    """One `algo=<option>` (conf/algo/<option>.yaml) and the algorithm it builds."""
+
+    option: str
+    algo: str
+    summary: str
+
+
+def _conf(group: str) -> list[tuple[str, str]]:
+    """(option name, file text) of every YAML of a conf group, sorted by name."""
+    folder = resources.files("rltrain.conf").joinpath(group)
+    return sorted((p.name[: -len(".yaml")], p.read_text()) for p in folder.iterdir()
+                  if p.name.endswith(".yaml"))
+
+
+def algo_options() -> list[AlgoOption]:
+    """Every `algo=` option: its registry algorithm (the schema its YAML fills) and the first
+    words of its comment."""
+    out = []
+    for option, text in _conf("algo"):
+        schema = [line.strip()[2:-len("_schema")] for line in text.splitlines()
+                  if line.strip().startswith("- ") and line.strip().endswith("_schema")]
+        algo = schema[0] if schema else option  # `- ppo_schema`: the config class it fills
+        first = next((line.lstrip("# ").strip() for line in text.splitlines()
+                      if line.startswith("#")), "")
+        out.append(AlgoOption(option, algo, first.split(":")[0].split(" (")[0]))
+    return out
+
+
+def presets() -> dict[str, list[str]]:
+    """Env name (an alias, or `atari` for every ALE game) -> the algo options with a tuned
+    preset for it (`conf/tuned/<algo>_<env>.yaml`)."""
+    options = sorted((o.option for o in algo_options()), key=len, reverse=True)
+    envs = {*ENV_ALIASES, "atari"}
+    out: dict[str, list[str]] = {}
+    for name, _ in _conf("tuned"):
+        algo = next((o for o in options if name.startswith(o + "_") and name[len(o) + 1:] in envs),
+                    None)
+        if algo is not None:
+            out.setdefault(name[len(algo) + 1:], []).append(algo)
+    return {env: sorted(algos) for env, algos in sorted(out.items())}
+
+
+def missing_modules(extra: str) -> list[str]:
+    """The modules of `extra` that cannot be found (found by name: nothing is imported)."""
+    missing = []
+    for module in EXTRAS[extra][1]:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a parent package that is missing or broken
+            found = False
+        if not found:
+            missing.append(module)
+    return missing
+
+
+def env_family(env_id: str) -> str:
+    """The extra an env id needs, or "" for one that gymnasium alone provides."""
+    family = family_of(env_id)
+    return FAMILY_EXTRAS[family][1] if family else ""
