@@ -53,10 +53,11 @@ def straight(tmp_path_factory):
 
 
 def metric_rows(run_dir: Path) -> list[tuple[int, str, str]]:
-    """`metrics.csv` as (step, name, value) in file order, without the `time/*` metrics."""
+    """`metrics.csv` as (step, name, value) in file order, without the wall-clock metrics
+    (`time/*`, `final/wall_clock_s`)."""
     with open(run_dir / "metrics.csv", newline="") as f:
         return [(int(r["step"]), r["name"], r["value"]) for r in csv.DictReader(f)
-                if not r["name"].startswith("time/")]
+                if not r["name"].startswith("time/") and r["name"] != "final/wall_clock_s"]
 
 
 def stop_at(step: int):
