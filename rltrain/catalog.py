@@ -12,15 +12,20 @@ from rltrain.env_aliases import ENV_ALIASES
 from rltrain.envs.families import EXTRAS as FAMILY_EXTRAS
 from rltrain.envs.families import family_of
 
+ALL_ACTIONS = ("discrete", "box", "multi_discrete", "multi_binary")
 ALGO_TRAITS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "ppo": ("on_policy", ("discrete", "box")),
-    "a2c": ("on_policy", ("discrete", "box")),
+    "ppo": ("on_policy", ALL_ACTIONS),
+    "a2c": ("on_policy", ALL_ACTIONS),
     "dqn": ("off_policy", ("discrete",)),
     "ddpg": ("off_policy", ("box",)),
     "td3": ("off_policy", ("box",)),
     "sac": ("off_policy", ("box",)),
 }
-"""Registry key -> (loop family, action spaces it handles: "discrete", "box")."""
+"""Registry key -> (loop family, action spaces it handles: `SPACE_NAMES` keys)."""
+
+SPACE_NAMES = {"discrete": "Discrete", "box": "Box", "multi_discrete": "MultiDiscrete",
+               "multi_binary": "MultiBinary"}
+"""Action kind -> the gymnasium space's name, for messages and `rltrain list`."""
 
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     **{extra: (what, modules) for what, extra, modules in FAMILY_EXTRAS.values()},

@@ -187,7 +187,7 @@ def export_command(argv: list[str]) -> dict:
     argv, named = _split_named_code(argv)
     cfg = to_command_config(compose_checked("export", argv))
     result = export_policy(cfg.ckpt, cfg.format, cfg.out, cfg.check_samples, cfg.seed, named)
-    dtype = "int64" if result["action_kind"] == "discrete" else "float32"
+    dtype = "float32" if result["action_kind"] == "box" else "int64"
     folded = ", normalization folded in" if result["normalized_obs"] else ""
     recurrent = result["metadata"].get("recurrent")
     state = (" + float32 state [{}] (zeros at an episode's start)".format(

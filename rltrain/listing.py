@@ -6,10 +6,16 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from rltrain.catalog import ALGO_TRAITS, EXTRAS, algo_options, env_family, missing_modules, presets
+from rltrain.catalog import (
+    ALGO_TRAITS,
+    EXTRAS,
+    SPACE_NAMES,
+    algo_options,
+    env_family,
+    missing_modules,
+    presets,
+)
 from rltrain.env_aliases import ENV_ALIASES
-
-SPACE_NAMES = {"discrete": "Discrete", "box": "Box"}
 
 
 def listing_table() -> Table:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from rltrain.errors import UserError
+from rltrain.types import action_shape
 
 EVAL = ("config", "algo")
 """What `rltrain eval` and `rltrain export` read (and `env`'s normalizer statistics, if any)."""
@@ -203,7 +204,7 @@ FIELDS: dict[str, Check] = {
                              "episode_length", "sim", "native")),
     "counters": _record({"global_step": _int(0), "iteration": _int(0), "best_eval": _NUMBER}),
     "schedule": _record({"eval": _int(), "ckpt": _int(), "log": _int()}),
-    "loop": _record({"obs": _either(_tensor("float"), _tensor("byte")), "episode_returns": _list(_NUMBER),
+    "loop": _record({"obs": _either(_tensor("float"), _tensor("int")), "episode_returns": _list(_NUMBER),
                      "episode_lengths": _list(_int(0)), "episode_counts": _list(_int(0), 2),
                      "metrics": _mapping(_NUMBER)}),
     "rng": _record({"torch": _tensor("byte", shape=tuple(torch.get_rng_state().shape)),
@@ -223,7 +224,7 @@ def check_fits(payload: dict[str, Any], spec: Any, capacity: int, path: str | os
     """Refuse a resume payload whose last observation or replay buffer has other shapes than
     the env (`EnvSpec`) and buffer `capacity` the run is rebuilt with."""
     obs = (spec.num_envs, *spec.obs_shape)
-    action = () if spec.action_kind == "discrete" else (spec.action_dim,)
+    action = action_shape(spec)
     rows = {"loop.obs": (payload["loop"]["obs"], obs)}
     replay = payload.get("replay")
     if replay is not None:

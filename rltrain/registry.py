@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rltrain.algos import a2c, ddpg, dqn, ppo, sac, td3
-from rltrain.catalog import ALGO_TRAITS
+from rltrain.catalog import ALGO_TRAITS, SPACE_NAMES
 from rltrain.errors import UserError
 from rltrain.text import closest
 
@@ -20,7 +20,7 @@ class AlgoSpec:
     config: type  # the algorithm's AlgoConfig subclass
     build: Callable[..., Any]  # build(cfg, env_spec, device) -> algorithm
     family: str  # "on_policy" or "off_policy"
-    action_kinds: tuple[str, ...]  # which action spaces it handles: "discrete", "box"
+    action_kinds: tuple[str, ...]  # action spaces it handles: "discrete", "box", "multi_*"
 
 
 # family and action spaces come from `catalog.ALGO_TRAITS` (torch-free, read by `rltrain list`)
@@ -46,7 +46,7 @@ def check_action_space(algo: str, action_kind: str, env_id: str) -> None:
     spec = get_algo_spec(algo)
     if action_kind not in spec.action_kinds:
         fits = sorted(k for k, s in ALGOS.items() if action_kind in s.action_kinds)
-        space = "Discrete" if action_kind == "discrete" else "Box"
+        space = SPACE_NAMES.get(action_kind, action_kind)
         raise UserError(
             f"algo={algo} cannot handle {env_id}'s {space} action space; "
             f"algorithms that fit: {', '.join(fits)}"

@@ -9,17 +9,25 @@ import torch
 
 Metrics = dict[str, float]
 
+CHOICE_KINDS = ("discrete", "multi_discrete", "multi_binary")
+"""Action kinds with a finite set of choices: int64 actions, categorical / Bernoulli heads."""
+
 
 @dataclass(frozen=True)
 class EnvSpec:
     """What an algorithm needs to know about an environment to build its networks."""
 
     obs_shape: tuple[int, ...]
-    action_kind: str  # "discrete" or "box"
-    action_dim: int  # number of discrete actions, or size of the Box action vector
+    action_kind: str  # "discrete", "box", "multi_discrete" or "multi_binary"
+    action_dim: int  # discrete: number of actions; box: vector size; multi_*: number of dimensions
     num_envs: int
     pixels: bool = False  # uint8 pixel observations (0..255, delivered as uint8): scaled by 1/255
     frame_stack: int = 0  # > 0: obs are [k, H, W] stacks of the last k frames, newest last
+    action_nvec: tuple[int, ...] = ()
+    """multi_discrete actions: the number of choices of each dimension (empty otherwise)."""
+    obs_nvec: tuple[int, ...] = ()
+    """Categorical observations (Discrete, MultiDiscrete, MultiBinary): obs are int64 `[k]`,
+    entry i in [0, obs_nvec[i]); the networks one-hot them (`nets/encoder.py`). Empty: Box."""
 
     @property
     def obs_dim(self) -> int:
@@ -28,6 +36,18 @@ class EnvSpec:
         for d in self.obs_shape:
             n *= d
         return n
+
+
+def action_shape(spec: EnvSpec) -> tuple[int, ...]:
+    """One env's action: `()` for discrete (an index), `(action_dim,)` otherwise. (A function,
+    not a property: batched envs of users may bring their own `EnvSpec`-like object.)"""
+    return () if spec.action_kind == "discrete" else (spec.action_dim,)
+
+
+def action_dtype(spec: EnvSpec) -> torch.dtype:
+    """How actions are stored: indices (discrete, multi_discrete) as long, the rest float
+    (MultiBinary's 0/1 as float, as the Bernoulli log-probability takes them)."""
+    return torch.long if spec.action_kind in ("discrete", "multi_discrete") else torch.float32
 
 
 @dataclass

@@ -8,6 +8,7 @@ import pytest
 
 from rltrain import registry
 from rltrain.algos.base import AlgoConfig
+from rltrain.catalog import SPACE_NAMES
 from rltrain.errors import UserError
 from rltrain.registry import ALGOS, AlgoSpec, check_action_space, get_algo_spec
 
@@ -15,7 +16,8 @@ from rltrain.registry import ALGOS, AlgoSpec, check_action_space, get_algo_spec
 def test_known_algo_returns_its_spec():
     spec = get_algo_spec("ppo")
     assert spec is ALGOS["ppo"]
-    assert spec.family == "on_policy" and set(spec.action_kinds) == {"discrete", "box"}
+    assert spec.family == "on_policy"
+    assert set(spec.action_kinds) == {"discrete", "box", "multi_discrete", "multi_binary"}
 
 
 def test_unknown_algo_name_is_a_user_error_with_the_options():
@@ -31,7 +33,7 @@ def test_every_registered_algo_is_consistently_named_and_shipped(name):
     assert issubclass(spec.config, AlgoConfig)
     assert spec.config().name == name  # one name everywhere: registry key = config default
     assert spec.family in ("on_policy", "off_policy")
-    assert spec.action_kinds and set(spec.action_kinds) <= {"discrete", "box"}
+    assert spec.action_kinds and set(spec.action_kinds) <= set(SPACE_NAMES)
     assert resources.files("rltrain.conf").joinpath("algo", f"{name}.yaml").is_file()
     assert callable(spec.build)
 
@@ -61,7 +63,7 @@ def test_matching_action_space_passes(box_only):
 
 @pytest.mark.parametrize("name", sorted(ALGOS))
 def test_every_shipped_algo_refuses_the_spaces_it_cannot_handle(name):
-    for kind in {"discrete", "box"} - set(ALGOS[name].action_kinds):
-        space = "Discrete" if kind == "discrete" else "Box"
+    for kind in set(SPACE_NAMES) - set(ALGOS[name].action_kinds):
+        space = SPACE_NAMES[kind]
         with pytest.raises(UserError, match=f"{space} action space; algorithms that fit: "):
             check_action_space(name, kind, "SomeEnv-v0")

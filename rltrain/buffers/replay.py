@@ -26,9 +26,12 @@ def available_memory(device: torch.device) -> int | None:
 
 
 def obs_storage_dtype(dtype: torch.dtype) -> torch.dtype:
-    """How buffers store observations the env gives as `dtype`: uint8 pixels stay uint8 (the
-    network converts them on the device), everything else is float32."""
-    return torch.uint8 if dtype == torch.uint8 else torch.float32
+    """How buffers store observations the env gives as `dtype`: uint8 pixels stay uint8 and
+    categorical entries int64 (the network converts both on the device), everything else is
+    float32."""
+    if dtype in (torch.uint8, torch.int64):
+        return dtype
+    return torch.float32
 
 
 def check_memory(capacity: int, obs_shape: tuple[int, ...], device: torch.device,

@@ -21,7 +21,8 @@ class VectorFrameStack:
     def __init__(self, env, k: int):
         self.env, self.k, self.device = env, int(k), env.device
         (self.dim,) = env.spec.obs_shape
-        self.spec = dataclasses.replace(env.spec, obs_shape=(self.k * self.dim,))
+        self.spec = dataclasses.replace(env.spec, obs_shape=(self.k * self.dim,),
+                                        obs_nvec=env.spec.obs_nvec * self.k)  # () stays ()
         self._stack: torch.Tensor | None = None
 
     def reset(self, seed: int | None = None) -> torch.Tensor:

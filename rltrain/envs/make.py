@@ -125,7 +125,8 @@ def make_env(
     """The `VecEnv` of `cfg` (see `_make_vec`), with the normalization wrappers `cfg` asks for.
 
     Evaluation envs pass `training=False`: statistics stay frozen and rewards are not scaled.
-    Image observations (3-D) refuse `normalize_obs`: the CNN encoder scales pixels itself.
+    Image observations (3-D) refuse `normalize_obs`: the CNN encoder scales pixels itself; so
+    do categorical ones (Discrete, MultiDiscrete, MultiBinary): the network one-hot encodes them.
     """
     # an EnvConfig never validated with its algorithm may leave num_envs unset: the old default
     env = _make_vec(cfg, device, num_envs or cfg.num_envs or ON_POLICY_NUM_ENVS)
@@ -136,6 +137,11 @@ def make_env(
         raise UserError(f"env.normalize_obs=true would normalize each pixel of {cfg.id}'s image "
                         f"observations {list(env.spec.obs_shape)}; the CNN encoder scales them "
                         f"(uint8 by 1/255) instead: set env.normalize_obs=false")
+    if cfg.normalize_obs and env.spec.obs_nvec:
+        env.close()
+        raise UserError(f"env.normalize_obs=true would normalize {cfg.id}'s categorical "
+                        f"observations, which the network one-hot encodes instead: set "
+                        f"env.normalize_obs=false")
     if cfg.normalize_obs:
         env = NormalizeObs(env, clip=cfg.clip_obs, training=training)
     if cfg.frame_stack > 0:  # after normalizing: each slot is normalized like a single obs

@@ -50,12 +50,23 @@ class VecEnv(Protocol):
 
 
 def describe_action_space(space: gym.Space) -> tuple[str, int]:
-    """("discrete", n) or ("box", dim) for the action spaces rltrain supports."""
+    """("discrete", n), ("box", dim), ("multi_discrete", dims) or ("multi_binary", n) for the
+    action spaces rltrain supports (`action_nvec` gives a MultiDiscrete's choices)."""
     if isinstance(space, gym.spaces.Discrete):
         return "discrete", int(space.n)
     if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
         return "box", int(space.shape[0])
-    raise UserError(f"unsupported action space {space}: rltrain handles Discrete and 1-D Box")
+    if isinstance(space, gym.spaces.MultiDiscrete) and len(space.nvec.shape) == 1:
+        return "multi_discrete", len(space.nvec)
+    if isinstance(space, gym.spaces.MultiBinary) and len(np.shape(space.n)) <= 1:
+        return "multi_binary", int(np.prod(space.n))
+    raise UserError(f"unsupported action space {space}: rltrain handles Discrete, 1-D Box, "
+                    f"1-D MultiDiscrete and 1-D MultiBinary actions")
+
+
+def action_nvec(space: gym.Space) -> tuple[int, ...]:
+    """The choices per dimension of a MultiDiscrete action space; () for any other."""
+    return tuple(int(n) for n in space.nvec) if isinstance(space, gym.spaces.MultiDiscrete) else ()
 
 
 def _has_method(venv: gym.vector.VectorEnv, name: str) -> bool:
@@ -68,6 +79,21 @@ def _has_method(venv: gym.vector.VectorEnv, name: str) -> bool:
         return all(bool(has) for has in venv.call("has_wrapper_attr", name))
     except Exception:  # noqa: BLE001 - an env too old to answer is an env without masks
         return False
+
+
+def categorical_space(space: gym.Space) -> tuple[np.ndarray | None, np.ndarray]:
+    """(nvec, start) of a Discrete, 1-D MultiDiscrete or 1-D MultiBinary observation space (a
+    MultiBinary entry is a category of 2); (None, 0) for any other space."""
+    if isinstance(space, gym.spaces.Discrete):
+        return np.array([int(space.n)]), np.array([int(space.start)])
+    if isinstance(space, gym.spaces.MultiDiscrete) and len(space.nvec.shape) == 1:
+        start = getattr(space, "start", None)
+        return (space.nvec.astype(np.int64),
+                np.zeros(len(space.nvec), np.int64) if start is None else start.astype(np.int64))
+    if isinstance(space, gym.spaces.MultiBinary) and len(np.shape(space.n)) <= 1:
+        n = int(np.prod(space.n))
+        return np.full(n, 2, dtype=np.int64), np.zeros(n, np.int64)
+    return None, np.zeros(1, np.int64)
 
 
 def is_pixels(space: gym.spaces.Box) -> bool:
@@ -99,15 +125,26 @@ class GymVecEnv:
         self.venv, self.name = venv, name
         self.device = torch.device(device)
         obs_space = venv.single_observation_space
-        if not isinstance(obs_space, gym.spaces.Box):
-            raise UserError(f"unsupported observation space {obs_space}: rltrain handles Box observations")
         kind, dim = describe_action_space(venv.single_action_space)
-        self.spec = EnvSpec(tuple(obs_space.shape), kind, dim, venv.num_envs, is_pixels(obs_space))
+        nvec = action_nvec(venv.single_action_space)
+        self._nvec, self._start = categorical_space(obs_space)
+        if self._nvec is not None:  # Discrete, MultiDiscrete, MultiBinary: int64 [k] entries
+            self.spec = EnvSpec((len(self._nvec),), kind, dim, venv.num_envs, action_nvec=nvec,
+                                obs_nvec=tuple(int(v) for v in self._nvec))
+        elif isinstance(obs_space, gym.spaces.Box):
+            self.spec = EnvSpec(tuple(obs_space.shape), kind, dim, venv.num_envs,
+                                is_pixels(obs_space), action_nvec=nvec)
+        else:
+            raise UserError(f"unsupported observation space {obs_space}: rltrain handles Box, "
+                            f"Discrete, MultiDiscrete (1-D) and MultiBinary (1-D) observations")
         n = venv.num_envs
         self._ep_return = np.zeros(n, dtype=np.float64)
         self._ep_length = np.zeros(n, dtype=np.int64)
         # invalid-action masks (Discrete only, see envs/masks.py): a method of the envs, or infos
         self._mask_method = kind == "discrete" and _has_method(venv, "action_masks")
+        if kind in ("multi_discrete", "multi_binary") and _has_method(venv, "action_masks"):
+            raise UserError(f"env {name} has action_masks(): invalid-action masks work with "
+                            f"Discrete actions only, not {type(venv.single_action_space).__name__}")
         self._info_mask: torch.Tensor | None = None
         if kind == "box":
             low = venv.single_action_space.low.astype(np.float64)
@@ -118,15 +155,31 @@ class GymVecEnv:
 
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
         """uint8 observations stay uint8 (4x less memory in buffers; networks convert them on
-        the device, see `nets/encoder.py`); every other dtype becomes float32."""
+        the device, see `nets/encoder.py`); categorical ones become int64 `[N, k]` counted from
+        0 (a space's `start` subtracted); every other dtype becomes float32."""
+        if self._nvec is not None:
+            index = np.asarray(obs, dtype=np.int64).reshape(self.spec.num_envs, -1) - self._start
+            if (index < 0).any() or (index >= self._nvec).any():
+                row, col = (int(i) for i in np.argwhere((index < 0) | (index >= self._nvec))[0])
+                raise EnvError(f"env {self.name} returned observation entry {col} = "
+                               f"{index[row, col] + self._start[col]} (row {row}), outside its "
+                               f"space {self.venv.single_observation_space}")
+            return torch.as_tensor(index).to(self.device)
         dtype = torch.uint8 if obs.dtype == np.uint8 else torch.float32
         return torch.as_tensor(obs, dtype=dtype).to(self.device)
 
     def to_env_action(self, action: torch.Tensor) -> np.ndarray:
         """Map the algorithm's action to what the env accepts (see class docstring)."""
         a = action.detach().cpu().numpy()
-        if self.spec.action_kind == "discrete":
+        kind, space = self.spec.action_kind, self.venv.single_action_space
+        if kind == "discrete":
             return a.astype(np.int64).reshape(self.spec.num_envs)
+        if kind == "multi_discrete":  # [N, k] choices, each counted from the space's start
+            start = getattr(space, "start", None)
+            a = a.astype(np.int64).reshape(len(a), -1)  # len(a): export checks send batches
+            return (a + start if start is not None else a).astype(space.dtype)
+        if kind == "multi_binary":
+            return a.reshape(len(a), *np.shape(space.sample())).astype(space.dtype)
         a = a.astype(np.float64)
         scaled = self._low + (np.clip(a, -1.0, 1.0) + 1.0) * self._half_range
         return np.where(self._bounded, scaled, a).astype(self.venv.single_action_space.dtype)

@@ -29,13 +29,16 @@ class Agreement:
 
 def sample_observations(space: gym.spaces.Box, norm: NormalizeObs | None, n: int,
                         seed: int) -> np.ndarray:
-    """`n` observations. uint8 spaces (pixels): uniform uint8 values within the bounds. Else
+    """`n` observations. MultiDiscrete (categorical observations): uniform int64 entries.
+    uint8 spaces (pixels): uniform uint8 values within the bounds. Else
     float32: a normal around the normalizer's mean with 4× its std when
     there is one (so the ±clip_obs clamp is reached now and then), else a standard normal;
     bounded dimensions are then drawn uniformly within their bounds instead (when there are no
     statistics) or clipped to them."""
     rng = np.random.default_rng(seed)
     shape = (n, *space.shape)
+    if isinstance(space, gym.spaces.MultiDiscrete):  # categorical entries: uniform over each
+        return rng.integers(0, space.nvec, shape).astype(np.int64)
     if space.dtype == np.uint8:
         low8, high8 = np.broadcast_to(space.low, space.shape), np.broadcast_to(space.high, space.shape)
         return rng.integers(low8, high8.astype(np.int64) + 1, shape).astype(np.uint8)
@@ -54,13 +57,14 @@ def sample_observations(space: gym.spaces.Box, norm: NormalizeObs | None, n: int
 
 def compare_actions(exported: np.ndarray, reference: np.ndarray, discrete: bool,
                     action_scale: float = 1.0) -> Agreement:
-    """Discrete: actions must be identical; Box: |Δ| ≤ BOX_TOLERANCE × max(1, action_scale)."""
+    """Discrete (and MultiDiscrete, MultiBinary): actions must be identical; Box: |Δ| ≤
+    BOX_TOLERANCE × max(1, action_scale)."""
     exported, reference = np.asarray(exported), np.asarray(reference)
     n = len(reference)
     if exported.shape != reference.shape:
         return Agreement(False, n, n, float("inf"), 0.0)
-    if discrete:
-        mismatches = int((exported != reference).sum())
+    if discrete:  # a row of a MultiDiscrete/MultiBinary action counts once
+        mismatches = int((exported != reference).reshape(n, -1).any(axis=1).sum())
         worst = float(np.abs(exported.astype(np.int64) - reference.astype(np.int64)).max()) if n else 0.0
         return Agreement(mismatches == 0, n, mismatches, worst, 0.0)
     tol = BOX_TOLERANCE * max(1.0, action_scale)

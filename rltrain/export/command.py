@@ -19,6 +19,7 @@ from rltrain.export import formats
 from rltrain.export.check import Agreement, compare_actions, sample_observations
 from rltrain.export.module import ExportedPolicy, find_layer, torch_actions
 from rltrain.run_dir import RunDir
+from rltrain.types import CHOICE_KINDS
 
 
 def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = None,
@@ -71,7 +72,7 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
     return {"path": str(target), "format": fmt, "ok": agreement.ok, "samples": agreement.samples,
             "mismatches": agreement.mismatches, "max_abs_diff": agreement.max_abs_diff,
             "tolerance": agreement.tolerance, "checkpoint": str(path),
-            "action_kind": "discrete" if module.discrete else "box",
+            "action_kind": env.spec.action_kind,
             "obs_shape": list(space.shape), "obs_dtype": str(space.dtype),
             "action_shape": list(reference.shape[1:]), "normalized_obs": module.normalize,
             "metadata": metadata}
@@ -134,7 +135,10 @@ def merge_agreement(actions: Agreement, states: Agreement) -> Agreement:
 def observation_space(env: Any, gym_env: GymVecEnv) -> gym.spaces.Box:
     """The space of what the policy sees: the gymnasium env's single observation space, or,
     where a VecEnv wrapper changes the shape (`FrameStack`: `[84, 84]` frames, `[4, 84, 84]`
-    stacks), a Box of `env.spec.obs_shape` with the frame's dtype (uint8: 0..255)."""
+    stacks), a Box of `env.spec.obs_shape` with the frame's dtype (uint8: 0..255); for
+    categorical observations a MultiDiscrete of their entries (int64, counted from 0)."""
+    if env.spec.obs_nvec:  # categorical: int64 entries counted from 0, one-hot in the network
+        return gym.spaces.MultiDiscrete(np.array(env.spec.obs_nvec))
     space = gym_env.venv.single_observation_space
     shape = tuple(env.spec.obs_shape)
     if tuple(space.shape) == shape:
@@ -155,6 +159,8 @@ def export_metadata(cfg: Any, env: Any, space: gym.spaces.Box,
     meta: dict[str, Any] = {"env_id": cfg.env.id, "obs_shape": list(space.shape),
                             "obs_dtype": str(space.dtype), "action_kind": env.spec.action_kind,
                             "action_dim": env.spec.action_dim}
+    if env.spec.obs_nvec:
+        meta["obs_nvec"] = list(env.spec.obs_nvec)  # entry i in [0, obs_nvec[i]) (start removed)
     if atari_preprocess(cfg.env, family_of(cfg.env.id)):
         meta["atari"] = dataclasses.asdict(cfg.env.atari)
     if getattr(policy, "recurrent", False):
@@ -168,7 +174,7 @@ def agreement_line(result: dict[str, Any]) -> str:
     """The one-line verdict the command prints (also the error message when it fails)."""
     name, n = Path(result["path"]).name, result["samples"]
     observations = f"{n} random observation{'' if n == 1 else 's'}"
-    if result["action_kind"] == "discrete":
+    if result["action_kind"] in CHOICE_KINDS:
         if result["ok"]:
             return f"{name} matches the torch policy on {observations} (identical actions)"
         return (f"{name} does NOT match the torch policy: {result['mismatches']} of "

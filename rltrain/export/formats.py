@@ -162,7 +162,8 @@ def load(fmt: str, path: Path) -> Runner:
 
 
 def _as_input(name: str, value: np.ndarray) -> np.ndarray:
-    """An input in the dtype the export takes: obs float32 (uint8 pixels as they are), the
+    """An input in the dtype the export takes: obs float32 (uint8 pixels and int64 categorical
+    entries as they are), the
     recurrent state float32, the action mask bool."""
     if name == "action_mask":
         return np.asarray(value, dtype=np.bool_)
@@ -172,5 +173,7 @@ def _as_input(name: str, value: np.ndarray) -> np.ndarray:
 
 
 def _input_dtype(obs: np.ndarray) -> type:
-    """uint8 observations go in as they are (pixel policies take uint8); others as float32."""
-    return np.uint8 if np.asarray(obs).dtype == np.uint8 else np.float32
+    """uint8 and int64 observations go in as they are (pixel policies take uint8, categorical
+    ones int64); others as float32."""
+    dtype = np.asarray(obs).dtype
+    return dtype.type if dtype in (np.uint8, np.int64) else np.float32

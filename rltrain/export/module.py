@@ -14,6 +14,7 @@ from torch import nn
 
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
+from rltrain.types import CHOICE_KINDS
 
 OBS_EPS = 1e-8
 """Added to the variance before the square root, as `NormalizeObs.normalize` does."""
@@ -32,8 +33,8 @@ def find_layer(env: VecEnv, cls: type) -> object | None:
 class ExportedPolicy(nn.Module):
     """Observations `[B, *obs_shape]` → actions: int64 `[B]` (Discrete) or float32 `[B, A]` in
     env units (Box). Normalization statistics and action bounds are buffers. The input dtype is
-    the traced example's: float32, or uint8 for pixel policies (`export/command.py`), which
-    convert it to float inside, as the training networks do."""
+    the traced example's: float32, uint8 for pixel policies or int64 for categorical observations
+    (`export/command.py`), which the networks convert inside, as in training."""
 
     def __init__(self, policy: nn.Module, env: VecEnv, masked: bool = False):
         super().__init__()
@@ -42,7 +43,12 @@ class ExportedPolicy(nn.Module):
         self.masked = masked
         gym_env = find_layer(env, GymVecEnv)
         assert isinstance(gym_env, GymVecEnv), "export needs a gymnasium-backed VecEnv"
-        self.discrete = gym_env.spec.action_kind == "discrete"
+        self.discrete = gym_env.spec.action_kind in CHOICE_KINDS  # int64 actions, compared exactly
+        start = getattr(gym_env.venv.single_action_space, "start", None)  # MultiDiscrete's
+        self.register_buffer("action_start", torch.as_tensor(
+            start if gym_env.spec.action_kind == "multi_discrete" and start is not None else 0,
+            dtype=torch.int64))
+        self.categorical = bool(env.spec.obs_nvec)  # int64 entries, one-hot in the network
         norm = find_layer(env, NormalizeObs)
         self.normalize = isinstance(norm, NormalizeObs)
         self.clip = float(norm.clip) if isinstance(norm, NormalizeObs) else 0.0
@@ -60,7 +66,7 @@ class ExportedPolicy(nn.Module):
         """The deterministic env action for each raw observation of the batch. A recurrent
         policy also takes its state `[L, B, D]` (zeros at an episode's start) and returns
         (action, next state); a masked one takes the bool action mask `[B, n]` last."""
-        x = obs.to(torch.float32)
+        x = obs.long() if self.categorical else obs.to(torch.float32)
         if self.normalize:
             x = ((x - self.obs_mean) / self.obs_std).clamp(-self.clip, self.clip)
         mask = extra[-1] if self.masked else None
@@ -73,7 +79,7 @@ class ExportedPolicy(nn.Module):
 
     def _env_action(self, action: torch.Tensor) -> torch.Tensor:
         if self.discrete:
-            return action.to(torch.int64)
+            return action.to(torch.int64) + self.action_start
         scaled = self.action_low + (action.clamp(-1.0, 1.0) + 1.0) * self.action_half_range
         return torch.where(self.action_bounded, scaled, action)
 
@@ -82,7 +88,7 @@ def _action_bounds(env: GymVecEnv) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     """(low, half range, bounded) of a Box action space as float32/bool tensors `[A]`;
     unbounded dimensions pass through (low 0, half range 1), as in `GymVecEnv.to_env_action`."""
     space = env.venv.single_action_space
-    if env.spec.action_kind == "discrete":
+    if env.spec.action_kind in CHOICE_KINDS:
         return torch.zeros(0), torch.zeros(0), torch.zeros(0, dtype=torch.bool)
     low, high = space.low.astype(np.float64), space.high.astype(np.float64)
     bounded = np.isfinite(low) & np.isfinite(high)
@@ -103,7 +109,9 @@ def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray,
     gym_env = find_layer(env, GymVecEnv)
     norm = find_layer(env, NormalizeObs)
     assert isinstance(gym_env, GymVecEnv)
-    x = torch.as_tensor(obs, dtype=torch.float32, device=gym_env.device)
+    categorical = bool(gym_env.spec.obs_nvec)
+    x = torch.as_tensor(obs, dtype=torch.int64 if categorical else torch.float32,
+                        device=gym_env.device)
     if isinstance(norm, NormalizeObs):
         x = norm.normalize(x)
     stepper = PolicyStepper(policy, len(x), x.device)
@@ -113,6 +121,6 @@ def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray,
     state = stepper.state if state is not None else None
     if gym_env.spec.action_kind == "discrete":
         out = action.cpu().numpy().astype(np.int64)
-    else:
+    else:  # Box: rescaled; MultiDiscrete: its start added; MultiBinary: as the env takes it
         out = gym_env.to_env_action(action)
     return out if state is None else (out, state.cpu().numpy())

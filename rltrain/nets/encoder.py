@@ -14,8 +14,11 @@ MIN_IMAGE_SIZE = 36
 
 
 def make_encoder(spec: NetSpec) -> tuple[nn.Module | None, int]:
-    """(encoder, F): a `NatureCNN` for images; None for vectors, which `encode` flattens (no
-    module, so MLP checkpoints keep their keys and the hot path its speed)."""
+    """(encoder, F): a `NatureCNN` for images; `OneHot` for categorical observations; None for
+    vectors, which `encode` flattens (no module, so MLP checkpoints keep their keys and the hot
+    path its speed)."""
+    if spec.obs_nvec:
+        return OneHot(spec.obs_nvec), sum(spec.obs_nvec)
     if not spec.image:
         return None, spec.obs_dim
     return NatureCNN(spec), spec.cnn_features
@@ -30,6 +33,23 @@ def encode(encoder: nn.Module | None, obs: torch.Tensor) -> torch.Tensor:
     if encoder is not None:
         return encoder(obs)
     return obs.flatten(1) if obs.dtype != torch.uint8 else obs.flatten(1).float()
+
+
+class OneHot(nn.Module):
+    """Categorical observations `[B, k]` (entry i in [0, nvec[i])) -> concatenated one-hots
+    `[B, sum(nvec)]`, float32, on the device: buffers keep the k integers (8 bytes each), not
+    the one-hot floats (Taxi's 500 states: 8 bytes instead of 2,000). No parameters, no state."""
+
+    def __init__(self, nvec: tuple[int, ...]):
+        super().__init__()
+        self.width = int(sum(nvec))
+        offsets = torch.tensor([0, *nvec[:-1]], dtype=torch.long).cumsum(0)
+        self.register_buffer("offsets", offsets, persistent=False)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        index = obs.long().reshape(obs.shape[0], -1) + self.offsets
+        out = torch.zeros(obs.shape[0], self.width, device=obs.device)
+        return out.scatter_(1, index, 1.0)
 
 
 def is_channels_last(shape: tuple[int, ...]) -> bool:

@@ -1,4 +1,5 @@
-"""Action distributions for stochastic policies: categorical and diagonal Gaussian.
+"""Action distributions for stochastic policies: categorical, multi-categorical (MultiDiscrete),
+Bernoulli (MultiBinary) and diagonal Gaussian.
 
 Both are small tensor-only classes rather than `torch.distributions` objects: a PPO minibatch
 step on CartPole spent half its time in `Categorical`'s bookkeeping (measured: log-prob + entropy
@@ -48,6 +49,54 @@ class CategoricalDist:
     def mode(self) -> torch.Tensor:
         """The most likely action [B]."""
         return self.log_probs.argmax(-1)
+
+
+class MultiCategoricalDist:
+    """One categorical per action dimension: logits `[B, sum(nvec)]`, dimension i taking the
+    next `nvec[i]` columns. Actions are long `[B, k]`; log-probability and entropy are summed
+    over the dimensions (independent choices)."""
+
+    def __init__(self, logits: torch.Tensor, nvec: tuple[int, ...]):
+        self.dims = [CategoricalDist(part) for part in torch.split(logits, list(nvec), dim=-1)]
+
+    def sample(self) -> torch.Tensor:
+        return torch.stack([d.sample() for d in self.dims], dim=-1)
+
+    def log_prob(self, action: torch.Tensor) -> torch.Tensor:
+        return sum(d.log_prob(action[..., i]) for i, d in enumerate(self.dims))  # type: ignore[return-value]
+
+    def entropy(self) -> torch.Tensor:
+        return sum(d.entropy() for d in self.dims)  # type: ignore[return-value]
+
+    def mode(self) -> torch.Tensor:
+        return torch.stack([d.mode() for d in self.dims], dim=-1)
+
+
+class BernoulliDist:
+    """Independent Bernoullis given by logits `[B, n]`; actions are 0./1. floats `[B, n]`;
+    log-probability and entropy summed over the dimensions, computed from the logits with
+    softplus (no log(0) however sure the policy is)."""
+
+    def __init__(self, logits: torch.Tensor):
+        self.logits = logits
+
+    def sample(self) -> torch.Tensor:
+        return (torch.rand_like(self.logits) < torch.sigmoid(self.logits)).to(self.logits.dtype)
+
+    def log_prob(self, action: torch.Tensor) -> torch.Tensor:
+        """Σ a log p + (1 - a) log(1 - p), with log p = -softplus(-l), log(1-p) = -softplus(l)."""
+        a = action.to(self.logits.dtype)
+        return -(a * nn.functional.softplus(-self.logits)
+                 + (1 - a) * nn.functional.softplus(self.logits)).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        """Σ p softplus(-l) + (1 - p) softplus(l)."""
+        p = torch.sigmoid(self.logits)
+        return (p * nn.functional.softplus(-self.logits)
+                + (1 - p) * nn.functional.softplus(self.logits)).sum(-1)
+
+    def mode(self) -> torch.Tensor:
+        return (self.logits > 0).to(self.logits.dtype)
 
 
 class DiagGaussianDist:
@@ -102,6 +151,38 @@ class CategoricalHead(nn.Module):
     @staticmethod
     def mode(dist: CategoricalDist) -> torch.Tensor:
         return dist.mode()
+
+
+class MultiCategoricalHead(CategoricalHead):
+    """Logits -> `MultiCategoricalDist`, one categorical per MultiDiscrete dimension."""
+
+    def __init__(self, in_dim: int, nvec: tuple[int, ...], ortho: bool = True):
+        super().__init__(in_dim, int(sum(nvec)), ortho)
+        self.nvec = tuple(int(n) for n in nvec)
+
+    def forward(self, features: torch.Tensor, mask: torch.Tensor | None = None):  # type: ignore[override]
+        if mask is not None:
+            raise ValueError("invalid-action masks are not supported for MultiDiscrete actions")
+        return MultiCategoricalDist(self.logits(features), self.nvec)
+
+
+class BernoulliHead(CategoricalHead):
+    """Logits -> `BernoulliDist`, one 0/1 choice per MultiBinary dimension."""
+
+    def forward(self, features: torch.Tensor, mask: torch.Tensor | None = None):  # type: ignore[override]
+        if mask is not None:
+            raise ValueError("invalid-action masks are not supported for MultiBinary actions")
+        return BernoulliDist(self.logits(features))
+
+
+def choice_head(spec, in_dim: int, ortho: bool) -> nn.Module:
+    """The head of a policy over a finite action space (`spec.action_kind` discrete,
+    multi_discrete or multi_binary); Box actions get a Gaussian or gSDE head instead."""
+    if spec.action_kind == "multi_discrete":
+        return MultiCategoricalHead(in_dim, spec.action_nvec, ortho)
+    if spec.action_kind == "multi_binary":
+        return BernoulliHead(in_dim, spec.action_dim, ortho)
+    return CategoricalHead(in_dim, spec.action_dim, ortho)
 
 
 class GaussianHead(nn.Module):

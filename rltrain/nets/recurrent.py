@@ -13,9 +13,8 @@ import torch
 from torch import nn
 
 from rltrain.nets.encoder import encode, make_encoder
-from rltrain.nets.heads import CategoricalHead, GaussianHead
 from rltrain.nets.mlp import mlp
-from rltrain.nets.sde import SDEHead
+from rltrain.nets.sde import policy_head
 from rltrain.nets.spec import ActorCriticSpecs
 from rltrain.types import EnvSpec
 
@@ -70,13 +69,8 @@ class RecurrentActorCritic(nn.Module):
         self.actor_body = mlp(hidden, actor.hidden, None, actor.activation, ortho=actor.ortho,
                               layer_norm=actor.layer_norm)
         last = actor.hidden[-1] if actor.hidden else hidden
-        if spec.action_kind == "discrete":
-            self.head: nn.Module = CategoricalHead(last, spec.action_dim, actor.ortho)
-        elif sde[0]:
-            self.head = SDEHead(last, spec.action_dim, log_std_init, sde[1], actor.ortho)
-        else:
-            self.head = GaussianHead(last, spec.action_dim, log_std_init, *log_std_bounds,
-                                     ortho=actor.ortho)
+        self.head: nn.Module = policy_head(spec, last, actor.ortho, log_std_init,
+                                           log_std_bounds, sde)
         self.critic = mlp(hidden, critic.hidden, 1, critic.activation, out_gain=1.0,
                           ortho=critic.ortho, layer_norm=critic.layer_norm)
         self.state_dim = self.actor_core.state_dim * (1 if shared else 2)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rltrain.nets.heads import DiagGaussianDist, GaussianHead, policy_layer
+from rltrain.nets.heads import DiagGaussianDist, GaussianHead, choice_head, policy_layer
+from rltrain.types import CHOICE_KINDS
 
 _VAR_EPS = 1e-6
 """Added to the variance so that a zero feature vector still gives a finite log-density."""
@@ -131,3 +132,15 @@ def load_sde_state(sde: StateDependentNoise, clock: NoiseClock, state: dict[str,
                          f"[N, {', '.join(map(str, sde.log_std.shape))}] and an int")
     sde.matrices = matrices.to(sde.log_std.device, sde.log_std.dtype).clone()
     clock.count = count
+
+
+def policy_head(spec, in_dim: int, ortho: bool, log_std_init: float = 0.0,
+                log_std_bounds: tuple[float, float] = (-20.0, 2.0),
+                sde: tuple[bool, bool] = (False, False)) -> nn.Module:
+    """The action head of a PPO/A2C policy for `spec`'s action space: a categorical kind
+    (`heads.choice_head`), else gSDE when `sde[0]` (use_sde, use_expln), else a Gaussian."""
+    if spec.action_kind in CHOICE_KINDS:
+        return choice_head(spec, in_dim, ortho)
+    if sde[0]:
+        return SDEHead(in_dim, spec.action_dim, log_std_init, sde[1], ortho)
+    return GaussianHead(in_dim, spec.action_dim, log_std_init, *log_std_bounds, ortho=ortho)

@@ -35,6 +35,7 @@ class NetSpec:
     pixels: bool = False  # uint8 pixels: the encoder divides by 255
     cnn_channels: tuple[int, ...] = (32, 64, 64)
     cnn_features: int = 512
+    obs_nvec: tuple[int, ...] = ()  # categorical observations: one-hot per entry (EnvSpec.obs_nvec)
 
     @property
     def obs_dim(self) -> int:
@@ -65,6 +66,7 @@ def resolve_nets(cfg: NetSettings, env: EnvSpec, ortho: bool = False) -> ActorCr
         "pixels": bool(getattr(env, "pixels", False)),
         "cnn_channels": tuple(net.cnn_channels),
         "cnn_features": net.cnn_features,
+        "obs_nvec": tuple(getattr(env, "obs_nvec", ())),
     }
     actor = net.actor_hidden if net.actor_hidden is not None else hidden
     critic = net.critic_hidden if net.critic_hidden is not None else hidden

@@ -13,6 +13,7 @@ from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.envs.masks import action_mask
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.context import LoopContext
+from rltrain.types import action_dtype, action_shape
 
 log = logging.getLogger("rltrain")
 
@@ -21,10 +22,9 @@ def run_on_policy(ctx: LoopContext) -> None:
     """Train until the step budget is spent or `state.stop` is set."""
     cfg, env, algo, state = ctx.cfg, ctx.env, ctx.algo, ctx.state
     spec, n_steps = env.spec, cfg.n_steps
-    action_shape = () if spec.action_kind == "discrete" else (spec.action_dim,)
-    action_dtype = torch.long if spec.action_kind == "discrete" else torch.float32
     make_buffer = partial(RolloutBuffer, num_envs=spec.num_envs, obs_shape=spec.obs_shape,
-                          action_shape=action_shape, action_dtype=action_dtype, device=ctx.device,
+                          action_shape=action_shape(spec), action_dtype=action_dtype(spec),
+                          device=ctx.device,
                           obs_dtype=obs_storage_dtype(ctx.obs.dtype))
     buf = make_buffer(n_steps)
     log_budget(state, n_steps, spec.num_envs)

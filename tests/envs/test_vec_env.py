@@ -141,6 +141,10 @@ def test_unknown_env_id_suggests_the_closest_registered_ids():
 
 def test_unsupported_action_space_is_a_user_error_naming_the_space():
     with pytest.raises(UserError, match="MultiDiscrete"):
-        describe_action_space(gym.spaces.MultiDiscrete([2, 3]))
+        describe_action_space(gym.spaces.MultiDiscrete([[2, 3], [2, 2]]))  # 2-D
+    with pytest.raises(UserError, match="Tuple"):
+        describe_action_space(gym.spaces.Tuple([gym.spaces.Discrete(2)] * 2))
     assert describe_action_space(gym.spaces.Discrete(5)) == ("discrete", 5)
     assert describe_action_space(gym.spaces.Box(-1, 1, (3,))) == ("box", 3)
+    assert describe_action_space(gym.spaces.MultiDiscrete([2, 3])) == ("multi_discrete", 2)
+    assert describe_action_space(gym.spaces.MultiBinary(4)) == ("multi_binary", 4)
