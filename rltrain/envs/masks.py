@@ -1,5 +1,5 @@
-"""Invalid-action masks: where an env says which Discrete actions are valid, and how the loops
-and evaluation read them.
+"""Invalid-action masks: where an env says which Discrete (or MultiDiscrete) actions are valid,
+and how the loops and evaluation read them.
 
 An env exposes its valid actions in one of two ways (bool, one entry per action, True = valid):
 - an `action_masks()` method returning the mask of its current state (the sb3-contrib
@@ -21,6 +21,8 @@ import torch
 from rltrain.errors import EnvError
 
 MASK_KEY = "action_mask"
+MASKABLE = ("discrete", "multi_discrete")
+"""Action kinds an env may mask (MultiDiscrete: one bool per choice, dimensions side by side)."""
 
 
 def action_mask(env: Any) -> torch.Tensor | None:
@@ -36,21 +38,26 @@ def action_mask(env: Any) -> torch.Tensor | None:
     return None
 
 
-def to_mask(values: Any, num_envs: int, n_actions: int, name: str,
+def to_mask(values: Any, num_envs: int, segments: tuple[int, ...], name: str,
             device: torch.device, check_rows: bool = True) -> torch.Tensor:
-    """Check and convert what an env gave as masks to a bool `[N, n]` tensor on `device`;
-    `check_rows`: refuse a row with no valid action."""
+    """Check and convert what an env gave as masks to a bool `[N, sum(segments)]` tensor on
+    `device`. `segments`: the choices of each action dimension (`(n,)` for Discrete, a
+    MultiDiscrete's nvec: its dimensions' masks side by side); `check_rows`: refuse a row where
+    a dimension has no valid choice."""
+    width = int(sum(segments))
     try:
         array = np.asarray(values.cpu() if isinstance(values, torch.Tensor) else values)
-        mask = torch.as_tensor(array.astype(bool)).reshape(num_envs, n_actions)
+        mask = torch.as_tensor(array.astype(bool)).reshape(num_envs, width)
     except (TypeError, ValueError, RuntimeError):
-        raise EnvError(f"env {name}: its action mask must be one bool per action ({n_actions}) "
+        raise EnvError(f"env {name}: its action mask must be one bool per action ({width}) "
                        f"for each of the {num_envs} envs; got shape {np.shape(values)}") from None
     if not check_rows:
         return mask.to(device)
-    empty = ~mask.any(dim=1)
-    if empty.any():
-        row = int(torch.nonzero(empty)[0])
-        raise EnvError(f"env {name}: its action mask allows no action in row {row}; at least one "
-                       f"action must be valid in every state")
+    for dim, part in enumerate(torch.split(mask, list(segments), dim=1)):
+        empty = ~part.any(dim=1)
+        if empty.any():
+            row = int(torch.nonzero(empty)[0])
+            where = f" for action dimension {dim}" if len(segments) > 1 else ""
+            raise EnvError(f"env {name}: its action mask allows no action{where} in row {row}; "
+                           f"at least one action must be valid in every state")
     return mask.to(device)

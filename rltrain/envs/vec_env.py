@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from rltrain.envs.extras import vector_extras
-from rltrain.envs.masks import MASK_KEY, to_mask
+from rltrain.envs.masks import MASK_KEY, MASKABLE, to_mask
 from rltrain.errors import EnvError, TrainingError, UserError
 from rltrain.types import EnvSpec, StepResult
 
@@ -141,10 +141,14 @@ class GymVecEnv:
         self._ep_return = np.zeros(n, dtype=np.float64)
         self._ep_length = np.zeros(n, dtype=np.int64)
         # invalid-action masks (Discrete only, see envs/masks.py): a method of the envs, or infos
-        self._mask_method = kind == "discrete" and _has_method(venv, "action_masks")
-        if kind in ("multi_discrete", "multi_binary") and _has_method(venv, "action_masks"):
+        # Discrete: one bool per action; MultiDiscrete: the dimensions' masks concatenated
+        # (sb3-contrib's convention), each dimension needing one valid choice
+        self._mask_segments = nvec if kind == "multi_discrete" else (dim,)
+        self._mask_method = kind in MASKABLE and _has_method(venv, "action_masks")
+        if kind not in MASKABLE and _has_method(venv, "action_masks"):
             raise UserError(f"env {name} has action_masks(): invalid-action masks work with "
-                            f"Discrete actions only, not {type(venv.single_action_space).__name__}")
+                            f"Discrete and MultiDiscrete actions, not "
+                            f"{type(venv.single_action_space).__name__}")
         self._info_mask: torch.Tensor | None = None
         if kind == "box":
             low = venv.single_action_space.low.astype(np.float64)
@@ -240,23 +244,28 @@ class GymVecEnv:
         )
 
     def current_action_mask(self) -> torch.Tensor | None:
-        """Bool `[N, n]` valid actions at the current observations; None for an unmasked env."""
+        """Bool `[N, n]` valid actions at the current observations (MultiDiscrete: `[N,
+        sum(nvec)]`, the dimensions side by side); None for an unmasked env."""
         if self._mask_method:
             try:
                 masks = self.venv.call("action_masks")
             except Exception as exc:  # the user's env code: one line naming it
                 raise self._fault("action_masks", exc) from exc
             return to_mask(np.stack([np.asarray(m) for m in masks]), self.spec.num_envs,
-                           self.spec.action_dim, self.name, self.device)
+                           self._mask_segments, self.name, self.device)
         return self._info_mask
 
     def _mask_from_info(self, info: dict[str, Any], previous: torch.Tensor | None,
                         ) -> torch.Tensor | None:
         """`info["action_mask"]` as a bool `[N, n]` tensor; rows that gave none this time keep
         `previous` (every action valid when there is none)."""
-        if self.spec.action_kind != "discrete" or MASK_KEY not in info:
+        if MASK_KEY not in info:
             return previous
-        n, k = self.spec.num_envs, self.spec.action_dim
+        if self.spec.action_kind not in MASKABLE:
+            raise UserError(f"env {self.name} gives info[{MASK_KEY!r}]: invalid-action masks "
+                            f"work with Discrete and MultiDiscrete actions, not "
+                            f"{type(self.venv.single_action_space).__name__}")
+        n, k = self.spec.num_envs, self._mask_segments
         values = to_mask(info[MASK_KEY], n, k, self.name, self.device, check_rows=False)
         given = torch.as_tensor(np.asarray(info.get("_" + MASK_KEY, np.ones(n, dtype=bool)),
                                            dtype=bool), device=self.device).reshape(n, 1)

@@ -103,7 +103,8 @@ def export_inputs(module: ExportedPolicy, env: Any, space: gym.spaces.Box,
     and the action mask when it takes them), their names, the states, the masks)."""
     obs = torch.as_tensor(sample_observations(space, stats, n, seed))
     states = random_states(module.policy, n, seed) if module.recurrent else None
-    masks = random_masks(env.spec.action_dim, n, seed) if module.masked else None
+    segments = tuple(env.spec.action_nvec) or (env.spec.action_dim,)  # MultiDiscrete: per dim
+    masks = random_masks(segments, n, seed) if module.masked else None
     extra = [*([states] if states is not None else []),
              *([torch.as_tensor(masks)] if masks is not None else [])]
     names = ["obs", *(["state"] if states is not None else []),
@@ -111,11 +112,15 @@ def export_inputs(module: ExportedPolicy, env: Any, space: gym.spaces.Box,
     return ((obs, *extra) if extra else obs), names, states, masks
 
 
-def random_masks(n_actions: int, n: int, seed: int) -> np.ndarray:
-    """`n` random action masks `[n, n_actions]`, each allowing at least one action."""
+def random_masks(segments: tuple[int, ...], n: int, seed: int) -> np.ndarray:
+    """`n` random action masks `[n, sum(segments)]`, each allowing at least one choice in each
+    action dimension (`segments`: `(n_actions,)`, or a MultiDiscrete's nvec)."""
     rng = np.random.default_rng(seed)
-    masks = rng.random((n, n_actions)) < 0.5
-    masks[np.arange(n), rng.integers(n_actions, size=n)] = True
+    masks = rng.random((n, int(sum(segments)))) < 0.5
+    offset = 0
+    for width in segments:
+        masks[np.arange(n), offset + rng.integers(width, size=n)] = True
+        offset += width
     return masks
 
 

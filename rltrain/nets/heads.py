@@ -53,11 +53,14 @@ class CategoricalDist:
 
 class MultiCategoricalDist:
     """One categorical per action dimension: logits `[B, sum(nvec)]`, dimension i taking the
-    next `nvec[i]` columns. Actions are long `[B, k]`; log-probability and entropy are summed
-    over the dimensions (independent choices)."""
+    next `nvec[i]` columns (so does the optional bool `mask`, sb3-contrib's layout). Actions are
+    long `[B, k]`; log-probability and entropy are summed over the dimensions."""
 
-    def __init__(self, logits: torch.Tensor, nvec: tuple[int, ...]):
-        self.dims = [CategoricalDist(part) for part in torch.split(logits, list(nvec), dim=-1)]
+    def __init__(self, logits: torch.Tensor, nvec: tuple[int, ...],
+                 mask: torch.Tensor | None = None):
+        parts = torch.split(logits, list(nvec), dim=-1)
+        masks = torch.split(mask, list(nvec), dim=-1) if mask is not None else [None] * len(parts)
+        self.dims = [CategoricalDist(p, m) for p, m in zip(parts, masks, strict=True)]
 
     def sample(self) -> torch.Tensor:
         return torch.stack([d.sample() for d in self.dims], dim=-1)
@@ -161,9 +164,7 @@ class MultiCategoricalHead(CategoricalHead):
         self.nvec = tuple(int(n) for n in nvec)
 
     def forward(self, features: torch.Tensor, mask: torch.Tensor | None = None):  # type: ignore[override]
-        if mask is not None:
-            raise ValueError("invalid-action masks are not supported for MultiDiscrete actions")
-        return MultiCategoricalDist(self.logits(features), self.nvec)
+        return MultiCategoricalDist(self.logits(features), self.nvec, mask)
 
 
 class BernoulliHead(CategoricalHead):

@@ -100,3 +100,51 @@ def test_algorithms_without_multi_actions_refuse_in_one_line(algo, env_class, tm
                                 "progress=off"])
     with pytest.raises(UserError, match=f"{space} action space; algorithms that fit: a2c, ppo"):
         Runner(cfg, tmp_path)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "ppo_lstm"])
+def test_multi_discrete_masks_are_honoured_in_training_and_eval(algo, tmp_path):
+    # the env raises on any masked-out choice: finishing is the check
+    result = Runner(compose_train_config(overrides("MaskedMultiDiscreteAction", algo)),
+                    tmp_path).run()
+    assert result["episodes"] == 2
+
+
+def test_the_strict_multi_discrete_env_does_catch_an_agent_that_ignores_the_mask(tmp_path,
+                                                                                  monkeypatch):
+    import rltrain.runner.on_policy as loop
+    from rltrain.errors import EnvError
+
+    monkeypatch.setattr(loop, "action_mask", lambda env: None)
+    with pytest.raises(EnvError, match="InvalidChoice"):
+        Runner(compose_train_config(overrides("MaskedMultiDiscreteAction", "ppo")), tmp_path).run()
+
+
+def test_a_masked_multi_discrete_distribution_only_picks_valid_choices():
+    logits = torch.zeros(500, 5)  # dims of 3 and 2 choices
+    mask = torch.tensor([[False, True, False, True, True]]).expand(500, 5)
+    dist = MultiCategoricalDist(logits, (3, 2), mask)
+    sample = dist.sample()
+    assert (sample[:, 0] == 1).all()  # the only valid choice of the first dimension
+    assert dist.entropy()[0].item() == pytest.approx(math.log(2))  # 0 + log 2
+    assert dist.log_prob(torch.tensor([[1, 0]] * 500))[0].item() == pytest.approx(math.log(0.5))
+
+
+@pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
+def test_a_masked_multi_discrete_policy_exports_with_the_mask_as_an_input(fmt, tmp_path):
+    from rltrain.export.command import export_policy
+
+    Runner(compose_train_config(overrides("MaskedMultiDiscreteAction", "ppo", 64)), tmp_path).run()
+    result = export_policy(tmp_path, fmt, check_samples=64, named=TRUSTED)
+    assert result["ok"], result
+    assert result["metadata"]["inputs"] == ["obs", "action_mask"]
+
+
+def test_masks_on_multi_binary_actions_are_refused_in_one_line(tmp_path, monkeypatch):
+    from tests.envs import space_envs
+
+    monkeypatch.setattr(space_envs.MultiBinaryAction, "action_masks",
+                        lambda self: np.ones(3, dtype=bool), raising=False)
+    with pytest.raises(UserError, match="masks work with Discrete and MultiDiscrete actions, "
+                                        "not MultiBinary"):
+        Runner(compose_train_config(overrides("MultiBinaryAction", "ppo")), tmp_path)

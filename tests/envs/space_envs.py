@@ -165,3 +165,28 @@ class MultiBinaryAction(_Targets):
 
     def _hits(self, action: Any) -> np.ndarray:
         return np.asarray(action) == self.target
+
+
+class InvalidChoice(RuntimeError):
+    """Raised by `MaskedMultiDiscreteAction` when an action picks a masked-out choice."""
+
+
+class MaskedMultiDiscreteAction(MultiDiscreteAction):
+    """`MultiDiscreteAction` with `action_masks()`: per dimension the target and one other
+    choice are valid (sb3-contrib's layout: the dimensions' masks side by side); an invalid
+    choice raises, so a run that finishes never made one."""
+
+    def _valid(self) -> np.ndarray:
+        mask = np.zeros((self.dims, self.choices), dtype=bool)
+        mask[np.arange(self.dims), self.target] = True
+        mask[np.arange(self.dims), (self.target + 1 + self.t % 2) % self.choices] = True
+        return mask
+
+    def action_masks(self) -> np.ndarray:
+        return self._valid().reshape(-1)
+
+    def step(self, action):
+        chosen = np.asarray(action) - 1
+        if not self._valid()[np.arange(self.dims), chosen].all():
+            raise InvalidChoice(f"choices {chosen.tolist()} with valid {self._valid().tolist()}")
+        return super().step(action)
