@@ -61,10 +61,14 @@ class RunStatus:
         self.last_eval: tuple[float, float, int, float] | None = None  # mean, std, step, when
         self.best = best
 
+    def elapsed(self) -> float:
+        """Seconds since the start (of this process)."""
+        return time.perf_counter() - self._t0
+
     def sps(self, step: int | None = None) -> float:
         """Mean env steps per second since the start (of this process)."""
         step = self.step if step is None else step
-        return (step - self._step0) / max(time.perf_counter() - self._t0, 1e-9)
+        return (step - self._step0) / max(self.elapsed(), 1e-9)
 
     def eta(self) -> float:
         """Seconds left at the current mean speed (NaN before the first step)."""
@@ -96,8 +100,9 @@ class RunStatus:
 
     def time_line(self) -> str:
         """`time env 42% · act 21% · update 33% · eval 3% · checkpoint 1%` of the timed total."""
-        totals = dict(self.timer.totals) if self.timer is not None else {}  # a copy: the
-        whole = sum(totals.values())  # live region renders from its own thread
+        # a copy: the live region renders from its own thread while the loop adds sections
+        totals = dict(self.timer.totals) if self.timer is not None else {}
+        whole = sum(totals.values())
         if whole <= 0:
             return "time -"
         return "time " + " · ".join(f"{name} {100 * totals.get(name, 0.0) / whole:.0f}%"
@@ -168,9 +173,8 @@ class ConsoleProgress:
 
     def _refresh_fields(self) -> None:
         s = self.status
-        elapsed = time.perf_counter() - s._t0
         self._progress.update(self._task, completed=s.step, steps=f"{s.step:,}/{s.total:,}",
-                              clock=f"{duration(elapsed)} · ETA {duration(s.eta())}")
+                              clock=f"{duration(s.elapsed())} · ETA {duration(s.eta())}")
 
     def close(self) -> None:
         """Draw the live region a last time and leave it on screen."""
