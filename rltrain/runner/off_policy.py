@@ -28,11 +28,10 @@ def random_actions(spec: EnvSpec, device: torch.device,
     return torch.rand((spec.num_envs, spec.action_dim), device=device) * 2.0 - 1.0
 
 
-def next_state_mask(env, done: torch.Tensor) -> torch.Tensor | None:
-    """The valid actions at each transition's next observation: the env's current mask, all
-    True for rows that just ended (their mask is already the next episode's)."""
-    mask = action_mask(env)
-    return None if mask is None else mask | done.unsqueeze(-1)
+def next_state_mask(current: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+    """The valid actions at each transition's next observation: the env's `current` mask
+    (after the step), all True for rows that just ended (theirs is already the next episode's)."""
+    return current | done.unsqueeze(-1)
 
 
 def make_replay(spec: EnvSpec, cfg: OffPolicyConfig, device: torch.device,
@@ -63,12 +62,15 @@ def run_off_policy(ctx: LoopContext) -> None:
     cfg, env, algo, state, replay = ctx.cfg, ctx.env, ctx.algo, ctx.state, ctx.replay
     assert replay is not None, "the off-policy loop needs ctx.replay"
     n = env.spec.num_envs
+    after: torch.Tensor | None = None  # the env's mask after the last step (masked envs)
     while state.global_step < state.total_timesteps and not state.stop:
         ctx.fire("pre_iteration")
         # ---- one vector-env step: random before learning_starts, then the policy -------------
         ctx.fire("pre_rollout")
         t0 = time.perf_counter()
-        mask = action_mask(env)  # None unless the env says which actions are valid
+        # None unless the env says which actions are valid; read once per step: the mask after
+        # a step is both the transition's next-state mask and the next step's acting mask
+        mask = action_mask(env) if after is None else after
         if state.global_step < cfg.learning_starts:
             action = random_actions(env.spec, ctx.device, mask)
         elif mask is None:
@@ -81,8 +83,9 @@ def run_off_policy(ctx: LoopContext) -> None:
         if mask is None:
             replay.add(ctx.obs, action, res.reward, res.final_obs, res.terminated)
         else:
+            after = action_mask(env)
             replay.add(ctx.obs, action, res.reward, res.final_obs, res.terminated,
-                       next_mask=next_state_mask(env, res.terminated | res.truncated))
+                       next_mask=next_state_mask(after, res.terminated | res.truncated))
         ctx.episodes.record(res)
         ctx.obs = res.obs
         state.global_step += n
