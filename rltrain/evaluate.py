@@ -26,28 +26,39 @@ class EvalInterrupted(Exception):
     """A stop (signal, `STOP` file) was requested during an evaluation; its result is dropped."""
 
 
+MAX_EVAL_EPISODE_STEPS = 100_000
+"""An evaluation episode still running after this many steps (an env without a time limit, a
+policy that never reaches an end) is cut there and counted as it stands, with a warning."""
+
+
 @torch.no_grad()
 def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = True,
                  seed: int | None = None, stop: Callable[[], bool] | None = None,
-                 ) -> dict[str, Any]:
+                 max_episode_steps: int = MAX_EVAL_EPISODE_STEPS) -> dict[str, Any]:
     """Run exactly `episodes` episodes, spread evenly over the env's rows.
 
     Each row runs a fixed number of episodes, so short episodes are not over-represented (taking
     the first N to finish would bias the mean towards them). Returns are raw env rewards.
-    `stop()` is asked before every step; when it says yes, `EvalInterrupted` is raised.
+    `stop()` is asked before every step; when it says yes, `EvalInterrupted` is raised. A row
+    whose episode reaches `max_episode_steps` without ending gives that partial episode as its
+    last one (the vector env cannot reset one row), so an evaluation always ends.
     """
     n = env.spec.num_envs
     targets = np.array(episode_targets(episodes, n))
     counts = np.zeros(n, dtype=np.int64)
     returns: list[float] = []
     lengths: list[int] = []
+    running, steps = np.zeros(n), np.zeros(n, dtype=np.int64)  # each row's current episode
     obs = env.reset(seed)
     act = PolicyStepper(policy, n, obs.device)
     while (counts < targets).any():
         if stop is not None and stop():
             raise EvalInterrupted
         res = env.step(act(obs, deterministic, action_mask(env)))
+        done = (res.terminated | res.truncated).cpu().numpy()
         act.episode_ends(res.terminated | res.truncated)
+        running += res.reward.cpu().numpy()
+        steps += 1
         ep = res.info.get("episode")
         if ep is not None:
             for i, ret, length in zip(ep["index"], ep["return"], ep["length"], strict=True):
@@ -55,6 +66,14 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
                     counts[i] += 1
                     returns.append(float(ret))
                     lengths.append(int(length))
+        running[done], steps[done] = 0.0, 0
+        for i in np.flatnonzero((steps >= max_episode_steps) & (counts < targets)):
+            log.warning("evaluation: an episode ran %s steps without ending (the env has no "
+                        "time limit?); counted as it stands, and this env row stops there. Set "
+                        "env.max_episode_steps to end episodes", f"{max_episode_steps:,}")
+            returns.append(float(running[i]))
+            lengths.append(int(steps[i]))
+            counts[i] = targets[i]
         obs = res.obs
     r = np.asarray(returns)
     return {"episodes": len(returns), "mean_reward": float(r.mean()), "std_reward": float(r.std()),

@@ -110,3 +110,19 @@ def test_evaluate_refuses_weights_that_do_not_match_the_stored_config(tmp_path, 
 def test_evaluate_of_a_missing_checkpoint_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         evaluate(tmp_path / "missing.pt", episodes=1)
+
+
+def test_an_episode_that_never_ends_is_cut_and_the_evaluation_ends(counter_env_id, caplog):
+    """An env without a time limit and a policy that never ends its episode: each row gives
+    its running episode as its last one at the cap, with a warning, instead of a hang."""
+    env = make_env(EnvConfig(id=counter_env_id, num_envs=2), training=False)  # no time limit
+
+    class NeverEnd:
+        def act(self, obs, deterministic=True):
+            return torch.zeros(obs.shape[0], dtype=torch.long)
+
+    result = run_episodes(NeverEnd(), env, episodes=4, seed=0, max_episode_steps=5)
+    env.close()
+    assert result["episodes"] == 2 and result["lengths"] == [5, 5]  # one cut episode per row
+    assert result["returns"] == [15.0, 15.0]  # rewards 1 + 2 + 3 + 4 + 5, raw
+    assert "ran 5 steps without ending" in caplog.text and "env.max_episode_steps" in caplog.text

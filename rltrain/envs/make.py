@@ -243,6 +243,8 @@ def resume_state(env: VecEnv) -> dict:
         out["episode_return"] = torch.from_numpy(base._ep_return.copy())
         out["episode_length"] = torch.from_numpy(base._ep_length.copy())
         out["sim"] = snapshot(base.venv)
+        if base._info_mask is not None:  # the info["action_mask"] of the current observations:
+            out["info_mask"] = base._info_mask.cpu().clone()  # no env call gives it back
     else:
         out["native"] = base.sim_state()
     return out
@@ -264,6 +266,10 @@ def load_resume_state(env: VecEnv, state: dict) -> Resumed:
     wanted += ("running_return",) if scale is not None else ()
     if any(not _rows(saved[k], n) for k in wanted):
         return Resumed(False, "the checkpoint holds no complete episode state for these envs")
+    mask = state.get("info_mask")
+    if mask is not None and (not isinstance(base, GymVecEnv) or tuple(mask.shape) != (
+            n, sum(base._mask_segments))):
+        return Resumed(False, "the saved action masks do not fit these envs")
     if isinstance(base, GymVecEnv):
         problem = restore(base.venv, state.get("sim"))
     elif not isinstance(state.get("native"), dict) or not base.load_sim_state(state["native"]):
@@ -275,6 +281,8 @@ def load_resume_state(env: VecEnv, state: dict) -> Resumed:
     if isinstance(base, GymVecEnv):
         base._ep_return[:] = saved["episode_return"].numpy()
         base._ep_length[:] = saved["episode_length"].numpy()
+        if mask is not None:
+            base._info_mask = mask.to(base.device, torch.bool)
     return Resumed(True)
 
 

@@ -2,8 +2,9 @@
 
 A `SyncVectorEnv` is captured only when rltrain can save the whole state of every sub-env:
 
-- the unwrapped env is a gymnasium classic-control env (its state is a few numbers, arrays and
-  its numpy Generator), or offers the state protocol: `sim_state()` returning plain data
+- the unwrapped env is a gymnasium classic-control or toy-text env (FrozenLake, Taxi,
+  CliffWalking, Blackjack: its state is a few numbers, arrays and its numpy Generator; a
+  toy-text map and transition table are configuration), or offers the state protocol: `sim_state()` returning plain data
   (numbers, numpy scalars and numeric arrays, tensors, str, None, lists, tuples, str-keyed
   dicts) and `load_sim_state(state)` taking it back; rltrain saves its `np_random` too;
 - every wrapper layer (TimeLimit, rltrain's PixelCartPole, your own) holds only such plain
@@ -30,6 +31,13 @@ from gymnasium.envs.registration import EnvSpec
 VERSION = 2
 """Snapshots of rltrain 0.1 had no version and could be partial: they are never restored."""
 CLASSIC_CONTROL = "gymnasium.envs.classic_control"
+TOY_TEXT = "gymnasium.envs.toy_text"
+KNOWN = (CLASSIC_CONTROL + ".", TOY_TEXT + ".")
+"""Gymnasium's own envs whose whole state is plain attributes (and `np_random`)."""
+_TOY_TEXT_CONFIG = frozenset({"desc", "P", "locs", "locs_colors"})
+"""FrozenLake's / Taxi's / CliffWalking's map (a bytes array), transition table (a dict keyed
+by state numbers) and Taxi's landmarks (lists of tuples, which a checkpoint would give back as
+lists): built from the env's arguments, never changed by stepping."""
 _CONFIG = frozenset({"env", "_saved_kwargs", "_ezpickle_args", "_ezpickle_kwargs", "spec",
                      "_cached_spec", "metadata", "_metadata", "screen", "clock"})
 """Attributes that are configuration or rendering, not simulator state: never saved."""
@@ -78,19 +86,20 @@ def _layer_problem(layer: Any, unwrapped: bool) -> str | None:
     name = type(layer).__name__
     if unwrapped and has_protocol(layer):
         return None
-    if unwrapped and not type(layer).__module__.startswith(CLASSIC_CONTROL + "."):
+    if unwrapped and not type(layer).__module__.startswith(KNOWN):
         return (f"simulator state is not saved ({name} from {type(layer).__module__} has no "
                 f"sim_state()/load_sim_state())")
     for attr, value in vars(layer).items():
-        if not _skipped(attr, value) and not _capturable(value):
+        if not _skipped(attr, value, layer) and not _capturable(value):
             return f"simulator state is not saved ({name}.{attr} is a {type(value).__name__})"
     return None
 
 
-def _skipped(attr: str, value: Any) -> bool:
+def _skipped(attr: str, value: Any, layer: Any) -> bool:
     """Configuration, rendering or code: rebuilt identically from the config, never saved."""
     return (attr in _CONFIG or attr in _IGNORED
-            or isinstance(value, (gym.Env, gym.Space, EnvSpec, *_CODE)))
+            or isinstance(value, (gym.Env, gym.Space, EnvSpec, *_CODE))
+            or (attr in _TOY_TEXT_CONFIG and type(layer).__module__.startswith(TOY_TEXT + ".")))
 
 
 def _capturable(value: Any) -> bool:
@@ -127,7 +136,7 @@ def _snapshot_layer(layer: Any, unwrapped: bool) -> dict[str, Any]:
         rng = getattr(layer, "_np_random", None)
         return {"sim_state": encode(layer.sim_state()),
                 "np_random": encode(rng) if isinstance(rng, np.random.Generator) else None}
-    return {"attrs": {a: encode(v) for a, v in vars(layer).items() if not _skipped(a, v)}}
+    return {"attrs": {a: encode(v) for a, v in vars(layer).items() if not _skipped(a, v, layer)}}
 
 
 def encode(value: Any) -> Any:
@@ -220,7 +229,7 @@ def _plan_layer(layer: Any, saved: Any, where: str) -> list[Any]:
         if saved.get("np_random") is not None and isinstance(rng, np.random.Generator):
             writes.append(_plan_generator(rng, saved["np_random"], where))
         return writes
-    names = tuple(a for a, v in vars(layer).items() if not _skipped(a, v))
+    names = tuple(a for a, v in vars(layer).items() if not _skipped(a, v, layer))
     return _plan_attrs(layer, saved.get("attrs"), names, where)
 
 

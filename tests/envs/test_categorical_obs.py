@@ -107,3 +107,26 @@ def test_frame_stacking_categorical_observations_repeats_their_categories(tmp_pa
                                                    "env.frame_stack=3")), tmp_path)
     assert runner.env.spec.obs_nvec == (3, 4) * 3
     assert runner.run()["episodes"] == 2
+
+
+@pytest.mark.parametrize("env_id, kwargs", [
+    ("FrozenLake-v1", ()),
+    ("CliffWalking-v1", ("env.max_episode_steps=50",)),  # it has no time limit of its own
+    ("Taxi-v4", ()),
+])
+def test_gymnasium_toy_text_envs_resume_exactly_mid_episode(env_id, kwargs, tmp_path):
+    """Slippery FrozenLake draws its moves from `np_random`: the snapshot must carry it. Taxi
+    gives `info["action_mask"]`: the mask of the observation the run stopped at must come back
+    too (no env call recomputes it), or the resumed run acts under the reset state's mask."""
+    steps = 256
+    cfg = compose_train_config([
+        "algo=ppo", f"env.id={env_id}", "env.num_envs=2", f"total_timesteps={steps}",
+        "algo.n_steps=32", "algo.batch_size=32", "algo.n_epochs=2", "algo.hidden_sizes=[16]",
+        "eval.episodes=2", "eval.num_envs=2", "logger=none", "progress=off",
+        f"checkpoint.freq={steps // 2}", *kwargs])
+    Runner(cfg, tmp_path / "a").run()
+    half = checkpoint.load(sorted((tmp_path / "a" / "checkpoints").glob("step_*.pt"))[0])
+    assert half["env"].get("sim") is not None, "the simulator state was not saved"
+    Runner(to_train_config(half["config"]), tmp_path / "r", resume_from=half).run()
+    a, r = final_weights(tmp_path / "a"), final_weights(tmp_path / "r")
+    assert all(torch.equal(a[k], r[k]) for k in a)
