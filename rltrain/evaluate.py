@@ -55,8 +55,9 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
         if stop is not None and stop():
             raise EvalInterrupted
         res = env.step(act(obs, deterministic, action_mask(env)))
-        done = (res.terminated | res.truncated).cpu().numpy()
-        act.episode_ends(res.terminated | res.truncated)
+        ended = res.terminated | res.truncated
+        act.episode_ends(ended)
+        done = ended.cpu().numpy()
         running += res.reward.cpu().numpy()
         steps += 1
         ep = res.info.get("episode")

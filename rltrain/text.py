@@ -26,3 +26,14 @@ def duration(seconds: float) -> str:
         return f"{max(0.0, seconds):.0f} s"
     s = round(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def dotted(tree: dict, prefix: str = "") -> dict:
+    """A nested dict flattened to dotted keys: `{"algo": {"lr": 3e-4}}` -> `{"algo.lr": 3e-4}`."""
+    out: dict = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

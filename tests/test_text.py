@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rltrain.text import closest, duration, plural
+from rltrain.text import closest, dotted, duration, plural
 
 
 def test_closest_suggests_near_names_or_lists_all_options():
@@ -25,3 +25,8 @@ def test_plural_counts_with_separators_and_the_right_noun():
 ])
 def test_duration_is_seconds_under_a_minute_then_h_mm_ss(seconds, text):
     assert duration(seconds) == text
+
+
+def test_dotted_flattens_nested_sections_to_dotted_keys():
+    assert dotted({"algo": {"lr": 0.1, "net": {"hidden": [8]}}, "seed": 0}) == {
+        "algo.lr": 0.1, "algo.net.hidden": [8], "seed": 0}

@@ -11,6 +11,7 @@ from typing import Any
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
+from rltrain.text import dotted
 from rltrain.types import Metrics
 
 FINAL_METRICS = ("final/eval_mean", "final/best_eval", "final/env_steps", "final/wall_clock_s")
@@ -54,21 +55,12 @@ NOT_HPARAMS = ("logger", "progress")
 """Top-level config entries that never change what a run learns (left out of the HParams)."""
 
 
-def flat_hparams(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flat_hparams(config: dict[str, Any]) -> dict[str, Any]:
     """`{"algo.lr": 0.0003, "env.id": "CartPole-v1", ...}`: nested sections joined with dots;
     values TensorBoard cannot hold as hyperparameters (lists, None) become their text."""
-    out: dict[str, Any] = {}
-    for key, value in config.items():
-        if not prefix and key in NOT_HPARAMS:
-            continue
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flat_hparams(value, f"{name}."))
-        elif isinstance(value, bool | int | float | str):
-            out[name] = value
-        else:
-            out[name] = str(value)
-    return out
+    kept = {key: value for key, value in config.items() if key not in NOT_HPARAMS}
+    return {name: value if isinstance(value, bool | int | float | str) else str(value)
+            for name, value in dotted(kept).items()}
 
 
 def config_table(flat: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from rltrain.errors import UserError
+from rltrain.text import dotted
 
 log = logging.getLogger("rltrain")
 STUDY_DB = "optuna.db"
@@ -190,7 +191,7 @@ def best_command(trial_dir: Path) -> str:
         raise UserError(f"{trial_dir}: no .hydra/overrides.yaml and config.yaml to rebuild the trial from")
     overrides = [o for o in yaml.safe_load(overrides_file.read_text()) or []
                  if not o.lstrip("+~").startswith(("hpo=", "hydra.", "hydra/"))]
-    saved = _flat(_validated(yaml.safe_load(config_file.read_text())))
+    saved = dotted(_validated(yaml.safe_load(config_file.read_text())))
     if not any(o.startswith("algo=") for o in overrides):
         overrides.insert(0, f"algo={saved['algo.name']}")
     for key, value in sorted(_differences(overrides, saved).items()):
@@ -212,18 +213,8 @@ def _differences(overrides: list[str], saved: dict[str, Any]) -> dict[str, Any]:
     from rltrain.compose import compose_train_config
     from rltrain.config import config_to_dict
 
-    composed = _flat(config_to_dict(compose_train_config(overrides)))
+    composed = dotted(config_to_dict(compose_train_config(overrides)))
     return {key: value for key, value in saved.items() if composed.get(key, value) != value}
-
-
-def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def _hydra_value(value: Any) -> str:
