@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from rltrain import checkpoint
+from rltrain import obs as obs_ops
 from rltrain.envs.masks import action_mask
 from rltrain.envs.trust import NamedCode, require_named
 from rltrain.envs.vec_env import VecEnv
@@ -50,7 +51,7 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
     lengths: list[int] = []
     running, steps = np.zeros(n), np.zeros(n, dtype=np.int64)  # each row's current episode
     obs = env.reset(seed)
-    act = PolicyStepper(policy, n, obs.device)
+    act = PolicyStepper(policy, n, obs_ops.device(obs))
     while (counts < targets).any():
         if stop is not None and stop():
             raise EvalInterrupted

@@ -143,10 +143,14 @@ def _replay(value: Any, key: str, strict: bool) -> None:
         _frame_replay(value, key)
         return
     names = ("obs", "next_obs", "actions", "rewards", "terminated")
-    _record({**{n: _tensor() for n in names}, "pos": _int(0), "size": _int(0)})(value, key, True)
+    _record({**{n: _OBS if "obs" in n else _tensor() for n in names}, "pos": _int(0),
+             "size": _int(0)})(value, key, True)
     for n in names:
-        if len(value[n]) != value["size"]:
-            raise _Bad(f"{key}.{n}", f"has {len(value[n])} rows, expected size={value['size']}")
+        parts = value[n].items() if isinstance(value[n], dict) else [("", value[n])]
+        for entry, tensor in parts:
+            if len(tensor) != value["size"]:
+                raise _Bad(f"{key}.{n}{'.' + entry if entry else ''}",
+                           f"has {len(tensor)} rows, expected size={value['size']}")
 
 
 def _frame_replay(value: Any, key: str) -> None:
@@ -191,12 +195,14 @@ def _python_rng(value: Any, key: str, strict: bool) -> None:
 
 
 _RMS = _record({"mean": _tensor("float"), "var": _tensor("float"), "count": _NUMBER})
+_OBS = _either(_tensor(), _mapping(_tensor()))
+"""Observations: one tensor, or one per entry of a Dict / Tuple observation."""
 
 FIELDS: dict[str, Check] = {
     "format_version": _int(1),
     "config": _DICT,
     "algo": _DICT,
-    "env": _record({"obs_rms": _RMS, "ret_rms": _RMS, "running_return": _tensor("float", ndim=1),
+    "env": _record({"obs_rms": _either(_RMS, _mapping(_RMS)), "ret_rms": _RMS, "running_return": _tensor("float", ndim=1),
                     "episode_return": _tensor("float", ndim=1),
                     "episode_length": _tensor("int", ndim=1),
                     "sim": _either(_typed("None", type(None)), _DICT), "native": _DICT,
@@ -205,7 +211,7 @@ FIELDS: dict[str, Check] = {
                              "episode_length", "sim", "native", "info_mask")),
     "counters": _record({"global_step": _int(0), "iteration": _int(0), "best_eval": _NUMBER}),
     "schedule": _record({"eval": _int(), "ckpt": _int(), "log": _int()}),
-    "loop": _record({"obs": _either(_tensor("float"), _tensor("int")), "episode_returns": _list(_NUMBER),
+    "loop": _record({"obs": _OBS, "episode_returns": _list(_NUMBER),
                      "episode_lengths": _list(_int(0)), "episode_counts": _list(_int(0), 2),
                      "metrics": _mapping(_NUMBER)}),
     "rng": _record({"torch": _tensor("byte", shape=tuple(torch.get_rng_state().shape)),
@@ -226,7 +232,7 @@ def check_fits(payload: dict[str, Any], spec: Any, capacity: int, path: str | os
     the env (`EnvSpec`) and buffer `capacity` the run is rebuilt with."""
     obs = (spec.num_envs, *spec.obs_shape)
     action = action_shape(spec)
-    rows = {"loop.obs": (payload["loop"]["obs"], obs)}
+    rows = {**_obs_rows("loop.obs", payload["loop"]["obs"], spec, (spec.num_envs,))}
     replay = payload.get("replay")
     if replay is not None:
         if replay["size"] > capacity:
@@ -239,13 +245,36 @@ def check_fits(payload: dict[str, Any], spec: Any, capacity: int, path: str | os
             rows["replay.last_next"] = (replay["last_next"], obs)
             rows["replay.actions"] = (replay["actions"], (*frames.shape[:2], *action))
         else:
-            for name, shape in (("obs", spec.obs_shape), ("next_obs", spec.obs_shape),
-                                ("actions", action), ("rewards", ()), ("terminated", ())):
+            for name in ("obs", "next_obs"):
+                rows.update(_obs_rows(f"replay.{name}", replay[name], spec, (n,)))
+            for name, shape in (("actions", action), ("rewards", ()), ("terminated", ())):
                 rows[f"replay.{name}"] = (replay[name], (n, *shape))
     for key, (value, shape) in rows.items():
+        if value is None:
+            raise UserError(f"{path}: checkpoint field {key} does not fit this env: {shape}")
         if tuple(value.shape) != tuple(shape):
             raise UserError(f"{path}: checkpoint field {key} has shape {list(value.shape)}, "
                             f"expected {list(shape)} for this env")
+
+
+def _obs_rows(key: str, saved: Any, spec: Any, lead: tuple[int, ...]) -> dict[str, tuple]:
+    """(saved tensor, expected shape) per observation entry of `spec` under `key`; None for a
+    saved value of the wrong form (one tensor for a Dict observation, or the reverse)."""
+    entries = tuple(getattr(spec, "obs_entries", ()))
+    if not entries:
+        if isinstance(saved, dict):
+            return {key: (None, "saved per entry of a Dict observation; this env has one tensor")}
+        return {key: (saved, (*lead, *spec.obs_shape))}
+    if not isinstance(saved, dict):
+        return {key: (None, "saved as one tensor; this env's observations are a Dict")}
+    out = {f"{key}.{e.key}": (saved.get(e.key), (*lead, *e.obs_shape)) for e in entries}
+    for k, (value, _) in list(out.items()):
+        if value is None:
+            out[k] = (None, "this env has that entry, the checkpoint does not")
+    extra = sorted(set(saved) - {e.key for e in entries})
+    if extra:
+        out[f"{key}.{extra[0]}"] = (None, "the checkpoint has that entry, this env does not")
+    return out
 
 
 # ---- declared network sizes against the stored weights ------------------------------------

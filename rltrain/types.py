@@ -14,6 +14,24 @@ CHOICE_KINDS = ("discrete", "multi_discrete", "multi_binary")
 
 
 @dataclass(frozen=True)
+class ObsEntry:
+    """One entry of a Dict or Tuple observation: its key (see `rltrain/obs.py`) and, as for a
+    whole observation in `EnvSpec`, its shape, whether it is uint8 pixels and its categories."""
+
+    key: str
+    obs_shape: tuple[int, ...]
+    pixels: bool = False
+    obs_nvec: tuple[int, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """"image" (3-D), "categorical" (one-hot in the network) or "vector"."""
+        if self.obs_nvec:
+            return "categorical"
+        return "image" if len(self.obs_shape) == 3 else "vector"
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     """What an algorithm needs to know about an environment to build its networks."""
 
@@ -28,6 +46,9 @@ class EnvSpec:
     obs_nvec: tuple[int, ...] = ()
     """Categorical observations (Discrete, MultiDiscrete, MultiBinary): obs are int64 `[k]`,
     entry i in [0, obs_nvec[i]); the networks one-hot them (`nets/encoder.py`). Empty: Box."""
+    obs_entries: tuple[ObsEntry, ...] = ()
+    """Dict / Tuple observations: obs are dicts `{entry.key: [N, *entry.obs_shape]}` and
+    `obs_shape` is `()`. Empty: obs are one tensor `[N, *obs_shape]`."""
 
     @property
     def obs_dim(self) -> int:

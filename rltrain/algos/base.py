@@ -14,6 +14,7 @@ import torch
 from omegaconf import MISSING
 from torch import nn
 
+from rltrain import obs as obs_ops
 from rltrain.checks import check_finite, check_fraction, check_positive
 from rltrain.errors import UserError
 from rltrain.nets.actor_critic import ActorCritic
@@ -203,7 +204,7 @@ def sample_rollout_step(policy: ActorCritic, obs: torch.Tensor, clock: NoiseCloc
     """PPO/A2C's acting step: (action, log_prob, value), detached; gSDE noise drawn when due;
     `mask` [N, n]: only valid actions are sampled."""
     if clock is not None and clock.tick():
-        policy.head.sde.resample(obs.shape[0])
+        policy.head.sde.resample(obs_ops.rows(obs))
     dist, value = policy.dist_value(obs, mask)
     action = dist.sample()
     return action, policy.head.log_prob(dist, action), value

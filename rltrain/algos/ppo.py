@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from rltrain import obs as obs_ops
 from rltrain.algos.base import (
     OnPolicyConfig,
     actor_critic_state,
@@ -133,9 +134,9 @@ class PPO:
     def _recurrent_act(self, obs: torch.Tensor, mask: torch.Tensor | None,
                        starts: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
         if starts is None:
-            starts = torch.zeros(obs.shape[0], dtype=torch.bool, device=obs.device)
+            starts = torch.zeros(obs_ops.rows(obs), dtype=torch.bool, device=obs_ops.device(obs))
         if self.noise_clock is not None and self.noise_clock.tick():
-            self.policy.head.sde.resample(obs.shape[0])
+            self.policy.head.sde.resample(obs_ops.rows(obs))
         actor, critic, state = self.policy.step(obs, self.rnn_state, starts)
         dist = self.policy.dist(actor, mask)
         action = dist.sample()
@@ -149,7 +150,7 @@ class PPO:
         the `episode_starts` rows (a truncated episode's final observation passes none)."""
         if not self.recurrent:
             return self.policy.value(obs)
-        starts = (torch.zeros(obs.shape[0], dtype=torch.bool, device=obs.device)
+        starts = (torch.zeros(obs_ops.rows(obs), dtype=torch.bool, device=obs_ops.device(obs))
                   if episode_starts is None else episode_starts)
         return self.policy.value(self.policy.step(obs, self.rnn_state, starts)[1])
 
@@ -164,7 +165,7 @@ class PPO:
         rows: list[torch.Tensor] = []
         for _ in range(cfg.n_epochs):
             epoch = [self._minibatch_step(batch, idx, seq)
-                     for idx, seq in self._minibatches(batch.obs.shape[0], recorded)]
+                     for idx, seq in self._minibatches(obs_ops.rows(batch.obs), recorded)]
             rows += epoch
             if cfg.target_kl is not None:  # one host sync per epoch, only when early stopping
                 kl = torch.stack(epoch)[:, _METRICS.index("train/approx_kl")].mean().item()
@@ -183,7 +184,7 @@ class PPO:
                         seq: SequenceBatch | None = None) -> torch.Tensor:
         """One gradient step on the rows `idx` (recurrent: the rows of the sequences `seq`);
         returns the `_METRICS` values as one tensor."""
-        obs, actions = batch.obs[idx], batch.actions[idx]
+        obs, actions = obs_ops.take(batch.obs, idx), batch.actions[idx]
         old_log_prob, old_values = batch.log_probs[idx], batch.values[idx]
         adv, returns = batch.advantages[idx], batch.returns[idx]
         if self.cfg.normalize_advantage and adv.numel() > 1:
@@ -221,7 +222,7 @@ class PPO:
         if seq is None:
             return self.policy.dist_value(obs, masks)
         steps, count = seq.starts.shape
-        actor, critic, _ = self.policy.sequence(obs.reshape(steps, count, *obs.shape[1:]),
+        actor, critic, _ = self.policy.sequence(obs_ops.apply(lambda t: t.reshape(steps, count, *t.shape[1:]), obs),
                                                 seq.state, seq.starts)
         return self.policy.dist(actor, masks), self.policy.value(critic)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from rltrain import obs as obs_ops
 from rltrain.algos.base import (
     OffPolicyConfig,
     SDEConfig,
@@ -113,7 +114,7 @@ class SAC:
         if self.noise_clock is None:
             return self.actor(obs)[0]
         if self.noise_clock.tick():
-            self.actor.sde.resample(obs.shape[0])
+            self.actor.sde.resample(obs_ops.rows(obs))
         return self.actor.explore(obs)
 
     def update(self, batch: TransitionBatch, global_step: int) -> Metrics:

@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from rltrain import obs as obs_ops
 from rltrain.errors import UserError
 from rltrain.types import TransitionBatch
 
@@ -34,18 +35,22 @@ def obs_storage_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32
 
 
-def check_memory(capacity: int, obs_shape: tuple[int, ...], device: torch.device,
+def check_memory(capacity: int, obs_shape: tuple[int, ...] | obs_ops.Layout, device: torch.device,
                  obs_dtype: torch.dtype = torch.float32, copies: int = 2) -> None:
     """Refuse, with one line, a replay whose observations alone would not fit in memory (image
     observations at the default `buffer_size` would: the OS kills the process instead).
     `copies` observations of `obs_shape` per transition (obs and next_obs), of `obs_dtype`'s
-    real element size."""
-    itemsize = torch.empty((), dtype=obs_dtype).element_size()
-    need = copies * capacity * itemsize * math.prod(obs_shape)
+    real element size (a Dict observation's layout: the sum over its entries)."""
+    layout = obs_shape if isinstance(obs_shape, dict) else {"": (tuple(obs_shape), obs_dtype)}
+    per_obs = sum(torch.empty((), dtype=d).element_size() * math.prod(s)
+                  for s, d in layout.values())
+    need = copies * capacity * per_obs
     free = available_memory(device)
     if free is not None and need > free:
+        shown = ({k: list(s) for k, (s, _) in layout.items()} if isinstance(obs_shape, dict)
+                 else list(obs_shape))
         raise UserError(f"replay buffer: {capacity:,} transitions of observations "
-                        f"{list(obs_shape)} need {need / 2**30:.1f} GiB on {device}, "
+                        f"{shown} need {need / 2**30:.1f} GiB on {device}, "
                         f"{free / 2**30:.1f} GiB is available: lower algo.buffer_size")
 
 
@@ -59,16 +64,19 @@ class ReplayBuffer:
     `obs_dtype` (uint8 for pixel envs, see `obs_storage_dtype`) and sampled as stored.
     """
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-                 action_dtype: torch.dtype, device: torch.device | str = "cpu",
-                 obs_dtype: torch.dtype = torch.float32):
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...] | obs_ops.Layout,
+                 action_shape: tuple[int, ...], action_dtype: torch.dtype,
+                 device: torch.device | str = "cpu", obs_dtype: torch.dtype = torch.float32):
+        """`obs_shape` with `obs_dtype`, or a Dict observation's layout `{key: (shape, dtype)}`
+        (`rltrain/obs.py`): one tensor per entry."""
         if capacity <= 0:
             raise ValueError(f"replay capacity must be > 0, got {capacity}")
         self.capacity, self.device = int(capacity), torch.device(device)
         c = self.capacity
         check_memory(c, obs_shape, self.device, obs_dtype)
-        self.obs = torch.zeros((c, *obs_shape), dtype=obs_dtype, device=self.device)
-        self.next_obs = torch.zeros((c, *obs_shape), dtype=obs_dtype, device=self.device)
+        layout = obs_shape if isinstance(obs_shape, dict) else (tuple(obs_shape), obs_dtype)
+        self.obs = obs_ops.zeros((c,), layout, self.device)
+        self.next_obs = obs_ops.zeros((c,), layout, self.device)
         self.actions = torch.zeros((c, *action_shape), dtype=action_dtype, device=self.device)
         self.rewards = torch.zeros(c, dtype=torch.float32, device=self.device)
         self.terminated = torch.zeros(c, dtype=torch.float32, device=self.device)
@@ -79,9 +87,10 @@ class ReplayBuffer:
     @property
     def nbytes(self) -> int:
         """Bytes held by the preallocated storage."""
-        tensors = (self.obs, self.next_obs, self.actions, self.rewards, self.terminated,
+        tensors = (self.actions, self.rewards, self.terminated,
                    *(() if self.next_masks is None else (self.next_masks,)))
-        return sum(t.element_size() * t.numel() for t in tensors)
+        return (obs_ops.nbytes(self.obs) + obs_ops.nbytes(self.next_obs)
+                + sum(t.element_size() * t.numel() for t in tensors))
 
     def add(self, obs: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
             next_obs: torch.Tensor, terminated: torch.Tensor, done: torch.Tensor | None = None,
@@ -89,14 +98,14 @@ class ReplayBuffer:
         """Append a batch of N transitions (leading dimension N); `done` is ignored (the
         frame-deduplicating replay accepts it too); `next_mask` [N, n]: valid actions at
         `next_obs` (a masked env)."""
-        n = obs.shape[0]
+        n = obs_ops.rows(obs)
         idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
         if next_mask is not None:
             self._masks(next_mask.shape[1])[idx] = next_mask
-        self.obs[idx] = obs
+        obs_ops.put(self.obs, idx, obs)
         self.actions[idx] = action
         self.rewards[idx] = reward
-        self.next_obs[idx] = next_obs
+        obs_ops.put(self.next_obs, idx, next_obs)
         self.terminated[idx] = terminated.float()
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
@@ -107,8 +116,9 @@ class ReplayBuffer:
             raise RuntimeError("sample() from an empty replay buffer")
         idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
         masks = None if self.next_masks is None else self.next_masks[idx]
-        return TransitionBatch(self.obs[idx], self.actions[idx], self.rewards[idx],
-                               self.next_obs[idx], self.terminated[idx], masks)
+        return TransitionBatch(obs_ops.take(self.obs, idx), self.actions[idx],
+                               self.rewards[idx], obs_ops.take(self.next_obs, idx),
+                               self.terminated[idx], masks)
 
     def _masks(self, n_actions: int) -> torch.Tensor:
         """The `[C, n]` next-state mask storage, made (all valid) on first use."""
@@ -120,7 +130,8 @@ class ReplayBuffer:
     def state_dict(self) -> dict:
         """Filled contents and ring position (for checkpoints that save the buffer)."""
         n = self.size
-        return {"obs": self.obs[:n].cpu(), "next_obs": self.next_obs[:n].cpu(),
+        head = lambda t: t[:n].cpu()  # noqa: E731
+        return {"obs": obs_ops.apply(head, self.obs), "next_obs": obs_ops.apply(head, self.next_obs),
                 "actions": self.actions[:n].cpu(), "rewards": self.rewards[:n].cpu(),
                 "terminated": self.terminated[:n].cpu(), "pos": self.pos, "size": n,
                 **({} if self.next_masks is None else {"next_masks": self.next_masks[:n].cpu()})}
@@ -131,8 +142,9 @@ class ReplayBuffer:
         if n > self.capacity:
             raise ValueError(f"saved replay holds {n} transitions, capacity is {self.capacity}")
         for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
-            target = getattr(self, name)
-            target[:n] = state[name].to(self.device, target.dtype)
+            target = getattr(self, name)  # a dict of entries for Dict observations: by key
+            obs_ops.put(target, slice(None, n), obs_ops.apply(
+                lambda t, saved: saved.to(self.device, t.dtype), target, state[name]))
         masks = state.get("next_masks")
         if isinstance(masks, torch.Tensor) and masks.dim() == 2 and len(masks) == n:
             self._masks(masks.shape[1])[:n] = masks.to(self.device, torch.bool)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from rltrain import obs as obs_ops
 from rltrain.types import RolloutBatch
 
 
@@ -38,13 +39,16 @@ def compute_gae(
 class RolloutBuffer:
     """Preallocated `[T, N]` storage for one rollout on the training device."""
 
-    def __init__(self, n_steps: int, num_envs: int, obs_shape: tuple[int, ...],
+    def __init__(self, n_steps: int, num_envs: int, obs_shape: tuple[int, ...] | obs_ops.Layout,
                  action_shape: tuple[int, ...], action_dtype: torch.dtype, device: torch.device,
                  obs_dtype: torch.dtype = torch.float32):
+        """`obs_shape` with `obs_dtype`, or a Dict observation's layout `{key: (shape, dtype)}`
+        (`rltrain/obs.py`): one tensor per entry."""
         self.n_steps, self.num_envs, self.device = n_steps, num_envs, device
         t, n = n_steps, num_envs
         # uint8 for pixel envs (their observations stay bytes until the network's first layer)
-        self.obs = torch.zeros((t, n, *obs_shape), dtype=obs_dtype, device=device)
+        layout = obs_shape if isinstance(obs_shape, dict) else (tuple(obs_shape), obs_dtype)
+        self.obs = obs_ops.zeros((t, n), layout, device)
         self.actions = torch.zeros((t, n, *action_shape), dtype=action_dtype, device=device)
         self.log_probs = torch.zeros((t, n), device=device)
         self.values = torch.zeros((t, n), device=device)
@@ -66,7 +70,8 @@ class RolloutBuffer:
                 self.action_masks = torch.ones((self.n_steps, *action_mask.shape),
                                                dtype=torch.bool, device=self.device)
             self.action_masks[t] = action_mask
-        self.obs[t], self.actions[t], self.log_probs[t] = obs, action, log_prob
+        obs_ops.put(self.obs, t, obs)
+        self.actions[t], self.log_probs[t] = action, log_prob
         self.values[t], self.rewards[t] = value, reward
         self.terminated[t], self.truncated[t] = terminated, truncated
         self.truncated_values[t] = 0.0
@@ -88,5 +93,5 @@ class RolloutBuffer:
         self.step = 0
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
         masks = None if self.action_masks is None else flat(self.action_masks)
-        return RolloutBatch(flat(self.obs), flat(self.actions), flat(self.log_probs),
+        return RolloutBatch(obs_ops.apply(flat, self.obs), flat(self.actions), flat(self.log_probs),
                             flat(self.values), flat(adv), flat(ret), masks)

@@ -28,7 +28,7 @@ from rltrain.envs.custom import (
 )
 from rltrain.envs.frame_stack import VectorFrameStack
 from rltrain.envs.native import check_native_kwargs, make_native
-from rltrain.envs.normalize import NormalizeObs, ScaleReward
+from rltrain.envs.normalize import NormalizeObs, ScaleReward, normalized_entries
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
 from rltrain.errors import UserError
 
@@ -142,14 +142,21 @@ def make_env(
         raise UserError(f"env.normalize_obs=true would normalize {cfg.id}'s categorical "
                         f"observations, which the network one-hot encodes instead: set "
                         f"env.normalize_obs=false")
+    if cfg.normalize_obs and env.spec.obs_entries and not normalized_entries(env.spec):
+        env.close()
+        raise UserError(f"env.normalize_obs=true: {cfg.id}'s observations have no float vector "
+                        f"entry to normalize (images and categorical entries never are): set "
+                        f"env.normalize_obs=false")
     if cfg.normalize_obs:
         env = NormalizeObs(env, clip=cfg.clip_obs, training=training)
     if cfg.frame_stack > 0:  # after normalizing: each slot is normalized like a single obs
-        if len(env.spec.obs_shape) != 1:
+        if len(env.spec.obs_shape) != 1 or env.spec.obs_entries:
             env.close()
+            shown = ("Dict / Tuple entries" if env.spec.obs_entries
+                     else list(env.spec.obs_shape))
             raise UserError(f"env.frame_stack={cfg.frame_stack} stacks vector observations; "
-                            f"{cfg.id}'s are {list(env.spec.obs_shape)} (images: use "
-                            f"env.atari.frame_stack)")
+                            f"{cfg.id}'s are {shown} (images: use env.atari.frame_stack; Dict "
+                            f"observations: a recurrent policy, algo=ppo_lstm)")
         env = VectorFrameStack(env, cfg.frame_stack)
     if cfg.normalize_reward and training:
         env = ScaleReward(env, gamma=gamma)
@@ -167,27 +174,37 @@ def load_env_state(env: VecEnv, state: dict) -> None:
     statistics where `env` scales rewards and they were saved."""
     for layer in _wrappers(env):
         if isinstance(layer, NormalizeObs):
-            _check_rms(state, "obs_rms", tuple(layer.spec.obs_shape),
-                       "the run normalized observations (env.normalize_obs=true)")
+            why = "the run normalized observations (env.normalize_obs=true)"
+            if layer.keys:  # Dict observations: statistics per normalized entry
+                saved = state.get("obs_rms")
+                shapes = {e.key: e.obs_shape for e in layer.spec.obs_entries}
+                for key in layer.keys:
+                    _check_rms(saved if isinstance(saved, dict) else {}, key, shapes[key], why,
+                               f"env.obs_rms.{key}")
+            else:
+                _check_rms(state, "obs_rms", tuple(layer.spec.obs_shape), why)
             layer.load_state_dict(state)
         if isinstance(layer, ScaleReward) and "ret_rms" in state:
             _check_rms(state, "ret_rms", (), "")
             layer.rms.load_state_dict(state["ret_rms"])
 
 
-def _check_rms(state: dict, key: str, shape: tuple[int, ...], why: str) -> None:
-    """Refuse running statistics that are missing or do not fit `shape`."""
+def _check_rms(state: dict, key: str, shape: tuple[int, ...], why: str,
+               field: str | None = None) -> None:
+    """Refuse running statistics `state[key]` (checkpoint field `field`, default `env.<key>`)
+    that are missing or do not fit `shape`."""
+    field = field or f"env.{key}"
     rms = state.get(key)
-    if not isinstance(rms, dict):
-        raise UserError(f"checkpoint field env.{key} is missing; {why}")
+    if not isinstance(rms, dict) or "mean" not in rms:
+        raise UserError(f"checkpoint field {field} is missing; {why}")
     for name in ("mean", "var"):
         value = rms.get(name)
         if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
             got = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise UserError(f"checkpoint field env.{key}.{name} is {got}, expected a tensor of "
+            raise UserError(f"checkpoint field {field}.{name} is {got}, expected a tensor of "
                             f"shape {list(shape)} (this env's observations)")
     if type(rms.get("count")) not in (int, float) or not rms["count"] > 0:
-        raise UserError(f"checkpoint field env.{key}.count is {rms.get('count')!r}, expected a "
+        raise UserError(f"checkpoint field {field}.count is {rms.get('count')!r}, expected a "
                         f"number > 0")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from rltrain.types import StepResult
+from rltrain.obs import Obs
+from rltrain.types import EnvSpec, StepResult
 
 
 class RunningMeanStd:
@@ -37,29 +38,53 @@ class RunningMeanStd:
         self.count = float(state["count"])
 
 
+def normalized_entries(spec: EnvSpec) -> tuple[str, ...]:
+    """The entries of a Dict / Tuple observation that `NormalizeObs` normalizes: float vectors
+    only, never images (the CNN scales them) or categorical entries (one-hot)."""
+    return tuple(e.key for e in spec.obs_entries if e.kind == "vector" and not e.pixels)
+
+
 class NormalizeObs:
-    """Normalizes `obs` and `final_obs` with running statistics (updated only while training)."""
+    """Normalizes `obs` and `final_obs` with running statistics (updated only while training);
+    for Dict / Tuple observations, each `normalized_entries` entry with its own statistics."""
 
     def __init__(self, env, clip: float = 10.0, training: bool = True):
         self.env, self.clip, self.training = env, clip, training
         self.spec, self.device = env.spec, env.device
-        self.rms = RunningMeanStd(env.spec.obs_shape, env.device)
+        self.keys = normalized_entries(env.spec)
+        shapes = {e.key: e.obs_shape for e in env.spec.obs_entries}
+        self.rms = RunningMeanStd(env.spec.obs_shape, env.device) if not self.keys else None
+        self.entry_rms = {k: RunningMeanStd(shapes[k], env.device) for k in self.keys}
 
-    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
+    def statistics(self) -> dict[str, RunningMeanStd]:
+        """The running statistics by entry key ("" for a single-tensor observation)."""
+        return self.entry_rms if self.keys else {"": self.rms}
+
+    def normalize(self, obs: Obs) -> Obs:
         """Apply the current statistics to a batch of raw observations."""
-        z = (obs.to(torch.float64) - self.rms.mean) / torch.sqrt(self.rms.var + 1e-8)
+        if not self.keys:
+            return self._z(obs, self.rms)
+        return {k: self._z(v, self.entry_rms[k]) if k in self.entry_rms else v
+                for k, v in obs.items()}
+
+    def _z(self, x: torch.Tensor, rms: RunningMeanStd) -> torch.Tensor:
+        z = (x.to(torch.float64) - rms.mean) / torch.sqrt(rms.var + 1e-8)
         return z.clamp(-self.clip, self.clip).to(torch.float32)
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
+    def _update(self, obs: Obs) -> None:
+        for key, rms in self.statistics().items():
+            rms.update(obs[key] if key else obs)
+
+    def reset(self, seed: int | None = None) -> Obs:
         obs = self.env.reset(seed)
         if self.training:
-            self.rms.update(obs)
+            self._update(obs)
         return self.normalize(obs)
 
     def step(self, action: torch.Tensor) -> StepResult:
         res = self.env.step(action)
         if self.training:
-            self.rms.update(res.obs)
+            self._update(res.obs)
         res.obs, res.final_obs = self.normalize(res.obs), self.normalize(res.final_obs)
         return res
 
@@ -67,10 +92,17 @@ class NormalizeObs:
         self.env.close()
 
     def state_dict(self) -> dict:
-        return {"obs_rms": self.rms.state_dict()}
+        """`{"obs_rms": statistics}`; per entry key for Dict observations."""
+        if not self.keys:
+            return {"obs_rms": self.rms.state_dict()}
+        return {"obs_rms": {k: rms.state_dict() for k, rms in self.entry_rms.items()}}
 
     def load_state_dict(self, state: dict) -> None:
-        self.rms.load_state_dict(state["obs_rms"])
+        if not self.keys:
+            self.rms.load_state_dict(state["obs_rms"])
+            return
+        for k, rms in self.entry_rms.items():
+            rms.load_state_dict(state["obs_rms"][k])
 
 
 class ScaleReward:

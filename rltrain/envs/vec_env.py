@@ -16,7 +16,9 @@ import torch
 
 from rltrain.envs.extras import vector_extras
 from rltrain.envs.masks import MASK_KEY, MASKABLE, to_mask
+from rltrain.envs.obs_space import is_structured, leaves
 from rltrain.errors import EnvError, TrainingError, UserError
+from rltrain.obs import Obs
 from rltrain.types import EnvSpec, StepResult
 
 
@@ -81,28 +83,6 @@ def _has_method(venv: gym.vector.VectorEnv, name: str) -> bool:
         return False
 
 
-def categorical_space(space: gym.Space) -> tuple[np.ndarray | None, np.ndarray]:
-    """(nvec, start) of a Discrete, 1-D MultiDiscrete or 1-D MultiBinary observation space (a
-    MultiBinary entry is a category of 2); (None, 0) for any other space."""
-    if isinstance(space, gym.spaces.Discrete):
-        return np.array([int(space.n)]), np.array([int(space.start)])
-    if isinstance(space, gym.spaces.MultiDiscrete) and len(space.nvec.shape) == 1:
-        start = getattr(space, "start", None)
-        return (space.nvec.astype(np.int64),
-                np.zeros(len(space.nvec), np.int64) if start is None else start.astype(np.int64))
-    if isinstance(space, gym.spaces.MultiBinary) and len(np.shape(space.n)) <= 1:
-        n = int(np.prod(space.n))
-        return np.full(n, 2, dtype=np.int64), np.zeros(n, np.int64)
-    return None, np.zeros(1, np.int64)
-
-
-def is_pixels(space: gym.spaces.Box) -> bool:
-    """True for uint8 observations, or any bounded to [0, 255]: pixel intensities."""
-    if space.dtype == np.uint8:
-        return True
-    return bool(np.all(space.low == 0) and np.all(space.high == 255))
-
-
 class GymVecEnv:
     """Adapts a gymnasium `VectorEnv` (SAME_STEP autoreset) to the `VecEnv` contract.
 
@@ -127,16 +107,15 @@ class GymVecEnv:
         obs_space = venv.single_observation_space
         kind, dim = describe_action_space(venv.single_action_space)
         nvec = action_nvec(venv.single_action_space)
-        self._nvec, self._start = categorical_space(obs_space)
-        if self._nvec is not None:  # Discrete, MultiDiscrete, MultiBinary: int64 [k] entries
-            self.spec = EnvSpec((len(self._nvec),), kind, dim, venv.num_envs, action_nvec=nvec,
-                                obs_nvec=tuple(int(v) for v in self._nvec))
-        elif isinstance(obs_space, gym.spaces.Box):
-            self.spec = EnvSpec(tuple(obs_space.shape), kind, dim, venv.num_envs,
-                                is_pixels(obs_space), action_nvec=nvec)
-        else:
-            raise UserError(f"unsupported observation space {obs_space}: rltrain handles Box, "
-                            f"Discrete, MultiDiscrete (1-D) and MultiBinary (1-D) observations")
+        self._leaves = leaves(obs_space)
+        self._structured = is_structured(obs_space)
+        if self._structured:  # Dict / Tuple: one tensor per entry, in a dict
+            self.spec = EnvSpec((), kind, dim, venv.num_envs, action_nvec=nvec,
+                                obs_entries=tuple(leaf.entry for leaf in self._leaves))
+        else:  # Box, or Discrete / MultiDiscrete / MultiBinary: int64 [k] entries
+            entry = self._leaves[0].entry
+            self.spec = EnvSpec(entry.obs_shape, kind, dim, venv.num_envs, entry.pixels,
+                                action_nvec=nvec, obs_nvec=entry.obs_nvec)
         n = venv.num_envs
         self._ep_return = np.zeros(n, dtype=np.float64)
         self._ep_length = np.zeros(n, dtype=np.int64)
@@ -157,20 +136,26 @@ class GymVecEnv:
             self._low = np.where(self._bounded, low, 0.0)
             self._half_range = np.where(self._bounded, (high - low) / 2.0, 1.0)
 
-    def _obs(self, obs: np.ndarray) -> torch.Tensor:
-        """uint8 observations stay uint8 (4x less memory in buffers; networks convert them on
-        the device, see `nets/encoder.py`); categorical ones become int64 `[N, k]` counted from
-        0 (a space's `start` subtracted); every other dtype becomes float32."""
-        if self._nvec is not None:
-            index = np.asarray(obs, dtype=np.int64).reshape(self.spec.num_envs, -1) - self._start
-            if (index < 0).any() or (index >= self._nvec).any():
-                row, col = (int(i) for i in np.argwhere((index < 0) | (index >= self._nvec))[0])
-                raise EnvError(f"env {self.name} returned observation entry {col} = "
-                               f"{index[row, col] + self._start[col]} (row {row}), outside its "
-                               f"space {self.venv.single_observation_space}")
-            return torch.as_tensor(index).to(self.device)
-        dtype = torch.uint8 if obs.dtype == np.uint8 else torch.float32
-        return torch.as_tensor(obs, dtype=dtype).to(self.device)
+    def _obs(self, arrays: list[np.ndarray]) -> Obs:
+        """The observation tensor(s) of the entries' batched `arrays` (see `Leaf.tensor`): one
+        tensor, or a dict of them for Dict / Tuple spaces."""
+        n, device = self.spec.num_envs, self.device
+        tensors = [leaf.tensor(a, n, device, self.name)
+                   for leaf, a in zip(self._leaves, arrays, strict=True)]
+        if self._structured:
+            return {leaf.key: t for leaf, t in zip(self._leaves, tensors, strict=True)}
+        return tensors[0]
+
+    def _final_arrays(self, arrays: list[np.ndarray], info: dict[str, Any]) -> list[np.ndarray]:
+        """The entries' arrays with each ended row's true last observation in place of its
+        reset observation (SAME_STEP autoreset keeps those in `info["final_obs"]`)."""
+        if "final_obs" not in info:
+            return arrays
+        out = [np.array(a, copy=True) for a in arrays]
+        for i in np.flatnonzero(info["_final_obs"]):
+            for leaf, a in zip(self._leaves, out, strict=True):
+                a[i] = leaf.pick(info["final_obs"][i])
+        return out
 
     def to_env_action(self, action: torch.Tensor) -> np.ndarray:
         """Map the algorithm's action to what the env accepts (see class docstring)."""
@@ -188,7 +173,7 @@ class GymVecEnv:
         scaled = self._low + (np.clip(a, -1.0, 1.0) + 1.0) * self._half_range
         return np.where(self._bounded, scaled, a).astype(self.venv.single_action_space.dtype)
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
+    def reset(self, seed: int | None = None) -> Obs:
         """Reset every env; `seed` seeds env i with `seed + i`."""
         try:
             obs, info = self.venv.reset(seed=seed)
@@ -196,12 +181,13 @@ class GymVecEnv:
             raise
         except Exception as exc:  # the user's env code: one line naming it (see EnvError)
             raise self._fault("reset", exc) from exc
-        self._check_finite(obs, np.zeros(1))
+        arrays = [leaf.pick(obs) for leaf in self._leaves]
+        self._check_finite(arrays, np.zeros(1))
         self._ep_return[:] = 0.0
         self._ep_length[:] = 0
         self.reset_info = self._env_info(info)
         self._info_mask = self._mask_from_info(info, None)
-        return self._obs(obs)
+        return self._obs(arrays)
 
     def step(self, action: torch.Tensor) -> StepResult:
         """Step all envs; see `StepResult` for the meaning of `obs` and `final_obs`."""
@@ -211,12 +197,8 @@ class GymVecEnv:
             raise
         except Exception as exc:  # the user's env code: one line naming it (see EnvError)
             raise self._fault("step", exc) from exc
-        self._check_finite(obs, reward)
-        final_obs = obs
-        if "final_obs" in info:
-            final_obs = obs.copy()
-            for i in np.flatnonzero(info["_final_obs"]):
-                final_obs[i] = info["final_obs"][i]
+        arrays = [leaf.pick(obs) for leaf in self._leaves]
+        self._check_finite(arrays, reward)
         self._info_mask = self._mask_from_info(info, self._info_mask)
         out_info: dict[str, Any] = vector_extras(info, self.log_keys)
         if self.info_keys:
@@ -235,11 +217,11 @@ class GymVecEnv:
             self._ep_return[done] = 0.0
             self._ep_length[done] = 0
         return StepResult(
-            obs=self._obs(obs),
+            obs=self._obs(arrays),
             reward=torch.as_tensor(reward, dtype=torch.float32).to(self.device),
             terminated=torch.as_tensor(terminated).to(self.device),
             truncated=torch.as_tensor(truncated & ~terminated).to(self.device),
-            final_obs=self._obs(final_obs),
+            final_obs=self._obs(self._final_arrays(arrays, info)),
             info=out_info,
         )
 
@@ -290,17 +272,20 @@ class GymVecEnv:
                         f"{self.venv.single_observation_space})")
         return EnvError(message[:400])
 
-    def _check_finite(self, obs: np.ndarray, reward: np.ndarray) -> None:
+    def _check_finite(self, arrays: list[np.ndarray], reward: np.ndarray) -> None:
         """Refuse NaN/inf from the env before it reaches a buffer, a normalizer or a network."""
         if not np.isfinite(reward).all():
             row = int(np.flatnonzero(~np.isfinite(reward))[0])
             raise EnvError(f"env {self.name} returned a non-finite reward ({reward[row]}, row "
                            f"{row}); the env is at fault, not the learning rate")
-        if obs.dtype.kind == "f" and not np.isfinite(obs).all():
-            bad = np.argwhere(~np.isfinite(obs))[0]
-            raise EnvError(f"env {self.name} returned a non-finite observation "
-                           f"({obs[tuple(bad)]} at index {tuple(int(i) for i in bad)}); the env "
-                           f"is at fault, not the learning rate")
+        for leaf, obs in zip(self._leaves, arrays, strict=True):
+            obs = np.asarray(obs)
+            if obs.dtype.kind == "f" and not np.isfinite(obs).all():
+                bad = np.argwhere(~np.isfinite(obs))[0]
+                where = f" entry {leaf.key!r}" if leaf.key else ""
+                raise EnvError(f"env {self.name} returned a non-finite observation{where} "
+                               f"({obs[tuple(bad)]} at index {tuple(int(i) for i in bad)}); the "
+                               f"env is at fault, not the learning rate")
 
     def close(self) -> None:
         """Close the underlying environments."""

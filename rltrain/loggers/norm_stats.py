@@ -38,14 +38,18 @@ def normalizer_metrics(env: Any) -> Metrics:
 
 
 def _obs_metrics(layer: NormalizeObs) -> Metrics:
-    mean = layer.rms.mean.flatten()
-    std = layer.rms.var.flatten().sqrt()
+    """Per dimension `<i>`; for Dict observations per entry and dimension `<key>.<i>`."""
+    stats = layer.statistics()
+    names = [f"{key}.{i}" if key else str(i)
+             for key, rms in stats.items() for i in range(rms.mean.numel())]
+    mean = torch.cat([rms.mean.flatten() for rms in stats.values()])
+    std = torch.cat([rms.var.flatten() for rms in stats.values()]).sqrt()
     if mean.numel() > MAX_DIMS and layer not in _warned:
         _warned.add(layer)
         log.warning("logger.log_norm_stats: observations have %d dims; logging the first %d",
                     mean.numel(), MAX_DIMS)
     both = torch.stack([mean[:MAX_DIMS], std[:MAX_DIMS]]).cpu().tolist()  # one device sync
-    out: Metrics = {f"norm/obs_mean/{i}": m for i, m in enumerate(both[0])}
-    out.update({f"norm/obs_std/{i}": s for i, s in enumerate(both[1])})
-    out["norm/obs_count"] = float(layer.rms.count)
+    out: Metrics = {f"norm/obs_mean/{n}": m for n, m in zip(names, both[0], strict=False)}
+    out.update({f"norm/obs_std/{n}": s for n, s in zip(names, both[1], strict=False)})
+    out["norm/obs_count"] = float(next(iter(stats.values())).count)
     return out

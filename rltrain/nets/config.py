@@ -43,6 +43,10 @@ class NetConfig:
     encoder: str = "auto"
     """Observation encoder: auto (a CNN for 3-D image observations, flatten otherwise), cnn, or
     flatten (an MLP on the flattened observation, whatever its shape)."""
+    encoders: dict[str, str] = field(default_factory=dict)
+    """Dict / Tuple observations: the encoder of each entry by key (auto, cnn or flatten),
+    e.g. `+algo.net.encoders.camera=flatten`; entries not named take `encoder`. Categorical
+    entries are always one-hot. The start of a run prints which encoder each entry got."""
     cnn_channels: list[int] = field(default_factory=lambda: [32, 64, 64])
     """Output channels of the three convolutions of the Nature-DQN encoder (8x8 stride 4,
     4x4 stride 2, 3x3 stride 1)."""
@@ -82,6 +86,9 @@ def check_net(algo: Any) -> None:
                             f"(rltrain.nets.config.MAX_WIDTH)")
     if net.encoder not in ENCODERS:
         raise UserError(f"net.encoder={net.encoder!r}: choose one of {', '.join(ENCODERS)}")
+    for key, encoder in net.encoders.items():
+        if encoder not in ENCODERS:
+            raise UserError(f"net.encoders.{key}={encoder!r}: choose one of {', '.join(ENCODERS)}")
     if len(net.cnn_channels) != 3 or any(c <= 0 for c in net.cnn_channels):
         raise UserError(f"net.cnn_channels={list(net.cnn_channels)}: give three channel counts "
                         f"> 0 (one per convolution), e.g. [32, 64, 64]")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from rltrain import obs as obs_ops
 from rltrain.nets.encoder import encode, make_encoder
 from rltrain.nets.mlp import mlp
 from rltrain.nets.sde import policy_head
@@ -87,7 +88,7 @@ class RecurrentActorCritic(nn.Module):
         features `[T, B, H]`, the final state). Stretches of steps with no start anywhere run
         as one cuDNN/ATen call."""
         t_len, batch = starts.shape
-        x = encode(self.encoder, obs.reshape(t_len * batch, *obs.shape[2:]))
+        x = encode(self.encoder, obs_ops.apply(lambda t: t.reshape(t_len * batch, *t.shape[2:]), obs))
         x = x.reshape(t_len, batch, -1)
         inner = torch.nonzero(starts[1:].any(dim=1)).flatten().add(1).tolist()  # one host sync
         cut = [0, *inner, t_len]
@@ -112,7 +113,8 @@ class RecurrentActorCritic(nn.Module):
     def step(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor,
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One step for `[B, *obs_shape]`: (actor features `[B, H]`, critic features, state)."""
-        a, c, state = self.sequence(obs.unsqueeze(0), state, starts.unsqueeze(0))
+        a, c, state = self.sequence(obs_ops.apply(lambda t: t.unsqueeze(0), obs), state,
+                                    starts.unsqueeze(0))
         return a[0], c[0], state
 
     def dist(self, actor_features: torch.Tensor, mask: torch.Tensor | None = None):

@@ -11,7 +11,7 @@ from rltrain.errors import UserError
 from rltrain.nets.config import NetConfig
 
 if TYPE_CHECKING:
-    from rltrain.types import EnvSpec
+    from rltrain.types import EnvSpec, ObsEntry
 
 
 class NetSettings(Protocol):
@@ -36,6 +36,8 @@ class NetSpec:
     cnn_channels: tuple[int, ...] = (32, 64, 64)
     cnn_features: int = 512
     obs_nvec: tuple[int, ...] = ()  # categorical observations: one-hot per entry (EnvSpec.obs_nvec)
+    entries: tuple[tuple[str, NetSpec], ...] = ()
+    """Dict / Tuple observations: (key, the entry's own input settings), one encoder each."""
 
     @property
     def obs_dim(self) -> int:
@@ -61,17 +63,49 @@ def resolve_nets(cfg: NetSettings, env: EnvSpec, ortho: bool = False) -> ActorCr
         "activation": net.activation if net.activation is not None else cfg.activation,
         "layer_norm": net.layer_norm,
         "ortho": ortho if net.ortho_init is None else net.ortho_init,
-        "image": uses_cnn(net.encoder, shape),
-        # duck-typed envs (batched factories) may bring their own spec object without `pixels`
-        "pixels": bool(getattr(env, "pixels", False)),
         "cnn_channels": tuple(net.cnn_channels),
         "cnn_features": net.cnn_features,
-        "obs_nvec": tuple(getattr(env, "obs_nvec", ())),
     }
+    entries = tuple(getattr(env, "obs_entries", ()))
+    if entries:
+        common["entries"] = _entry_specs(net, entries, common)
+    else:
+        common.update(
+            image=uses_cnn(net.encoder, shape),
+            # duck-typed envs (batched factories) may bring their own spec object without these
+            pixels=bool(getattr(env, "pixels", False)),
+            obs_nvec=tuple(getattr(env, "obs_nvec", ())))
+        if net.encoders:
+            raise UserError(f"net.encoders sets encoders per entry of Dict / Tuple observations; "
+                            f"this env's are one {list(shape)} tensor (use net.encoder)")
     actor = net.actor_hidden if net.actor_hidden is not None else hidden
     critic = net.critic_hidden if net.critic_hidden is not None else hidden
     return ActorCriticSpecs(NetSpec(hidden=tuple(actor), **common),
                             NetSpec(hidden=tuple(critic), **common))
+
+
+def _entry_specs(net: NetConfig, entries: tuple[ObsEntry, ...], common: dict,
+                 ) -> tuple[tuple[str, NetSpec], ...]:
+    """One input `NetSpec` per entry of a Dict / Tuple observation: `net.encoders[key]` where
+    given, else `net.encoder` (auto: a CNN for 3-D entries)."""
+    keys = [e.key for e in entries]
+    unknown = sorted(set(net.encoders) - set(keys))
+    if unknown:
+        raise UserError(f"net.encoders names {', '.join(unknown)}, not an entry of this env's "
+                        f"observations (entries: {', '.join(keys)})")
+    out = []
+    for e in entries:
+        choice = net.encoders.get(e.key, net.encoder)
+        if choice == "cnn" and (e.obs_nvec or len(e.obs_shape) != 3):
+            given = (f"net.encoders.{e.key}=cnn" if e.key in net.encoders
+                     else "net.encoder=cnn (for every entry not in net.encoders)")
+            raise UserError(f"{given} needs an image entry ([H, W, C] or [C, H, W]); entry "
+                            f"{e.key!r} is {'categorical' if e.obs_nvec else list(e.obs_shape)}"
+                            f": set net.encoders.{e.key}=flatten")
+        image = not e.obs_nvec and uses_cnn(choice, e.obs_shape)
+        out.append((e.key, NetSpec(**{**common, "obs_shape": e.obs_shape}, hidden=(), image=image,
+                                   pixels=e.pixels, obs_nvec=e.obs_nvec)))
+    return tuple(out)
 
 
 def uses_cnn(encoder: str, obs_shape: tuple[int, ...]) -> bool:

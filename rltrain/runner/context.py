@@ -11,6 +11,7 @@ import torch
 from rltrain.algos.base import AlgoConfig
 from rltrain.buffers.replay import ReplayBuffer
 from rltrain.envs.vec_env import VecEnv
+from rltrain.obs import Obs
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.episodes import EpisodeTracker
 from rltrain.runner.timing import SectionTimer
@@ -39,8 +40,9 @@ class LoopContext:
     episodes: EpisodeTracker
     timer: SectionTimer
     device: torch.device
-    obs: torch.Tensor
-    """The observation the next action is taken from, `[N, *obs_shape]`."""
+    obs: Obs
+    """The observation the next action is taken from, `[N, *obs_shape]` (Dict observations:
+    one such tensor per entry, see `rltrain/obs.py`)."""
     fire: Callable[[str], None] = _no_hook
     """Run the callbacks of one event (`callbacks.EVENTS`) with `state`."""
     end_iteration: Callable[[], None] = _no_hook

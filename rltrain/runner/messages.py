@@ -11,8 +11,11 @@ import torch
 
 from rltrain.algos.base import OffPolicyConfig
 from rltrain.config import TrainConfig
+from rltrain.nets.encoder import describe
+from rltrain.nets.spec import resolve_nets
 from rltrain.run_dir import RunDir
 from rltrain.text import plural
+from rltrain.types import EnvSpec
 
 log = logging.getLogger("rltrain")
 
@@ -25,6 +28,15 @@ def say_start(cfg: TrainConfig, total: int, num_envs: int, device: torch.device,
     if cfg.preset is None:
         log.info("no tuned preset for (%s, %s); using defaults: %s", cfg.algo.name, cfg.env.id,
                  defaults_that_matter(cfg, num_envs))
+
+
+def say_encoders(algo: Any, spec: EnvSpec) -> None:
+    """For Dict / Tuple observations, one line: each entry and the encoder it got (set per
+    key with `algo.net.encoders`)."""
+    if spec.obs_entries:
+        entries = describe(resolve_nets(algo, spec).actor)
+        log.info("observation entries (encoder per key: algo.net.encoders): %s",
+                 "; ".join(entries))
 
 
 def defaults_that_matter(cfg: TrainConfig, num_envs: int) -> str:

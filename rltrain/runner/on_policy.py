@@ -8,6 +8,7 @@ from functools import partial
 
 import torch
 
+from rltrain import obs as obs_ops
 from rltrain.buffers.replay import obs_storage_dtype
 from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.envs.masks import action_mask
@@ -22,10 +23,11 @@ def run_on_policy(ctx: LoopContext) -> None:
     """Train until the step budget is spent or `state.stop` is set."""
     cfg, env, algo, state = ctx.cfg, ctx.env, ctx.algo, ctx.state
     spec, n_steps = env.spec, cfg.n_steps
-    make_buffer = partial(RolloutBuffer, num_envs=spec.num_envs, obs_shape=spec.obs_shape,
+    stored = obs_ops.layout(ctx.obs, obs_storage_dtype)  # (shape, dtype), or per Dict entry
+    shape, dtype = (stored, torch.float32) if isinstance(stored, dict) else stored
+    make_buffer = partial(RolloutBuffer, num_envs=spec.num_envs, obs_shape=shape,
                           action_shape=action_shape(spec), action_dtype=action_dtype(spec),
-                          device=ctx.device,
-                          obs_dtype=obs_storage_dtype(ctx.obs.dtype))
+                          device=ctx.device, obs_dtype=dtype)
     buf = make_buffer(n_steps)
     log_budget(state, n_steps, spec.num_envs)
     obs = ctx.obs
@@ -49,8 +51,8 @@ def run_on_policy(ctx: LoopContext) -> None:
             buf.add(obs, action, log_prob, value, res.reward, res.terminated, res.truncated, mask)
             if res.truncated.any():  # time limit: bootstrap from V(final obs), not from 0
                 rows = res.truncated  # (with memory: every row, from the state after this step)
-                buf.truncated_values[buf.step - 1, rows] = (
-                    algo.value(res.final_obs)[rows] if recurrent else algo.value(res.final_obs[rows]))
+                buf.truncated_values[buf.step - 1, rows] = (algo.value(res.final_obs)[rows]
+                    if recurrent else algo.value(obs_ops.take(res.final_obs, rows)))
             ctx.episodes.record(res)
             obs, starts = res.obs, res.terminated | res.truncated
             state.global_step += spec.num_envs

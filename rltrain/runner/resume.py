@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from rltrain import checkpoint
+from rltrain import obs as obs_ops
 from rltrain.config import TrainConfig, to_train_config
 from rltrain.envs.make import load_resume_state, resume_state
 from rltrain.envs.trust import named_code, require_named
@@ -36,7 +37,7 @@ def make_payload(ctx: LoopContext, schedule: Schedule, config: dict[str, Any],
         "counters": {"global_step": s.global_step, "iteration": s.iteration,
                      "best_eval": s.best_eval},
         "schedule": schedule.state_dict(),
-        "loop": {"obs": ctx.obs.detach().cpu().clone(),
+        "loop": {"obs": obs_ops.cpu_copy(ctx.obs),
                  "episode_returns": list(episodes.returns),
                  "episode_lengths": list(episodes.lengths),
                  # counts since the last log, and the latest update's metrics (the off-policy
@@ -76,11 +77,11 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
     # the stored last observation belongs to the restored episodes only; otherwise a fresh
     # reset, after the normalizer statistics are back, so its observation uses them
     loop = payload["loop"]
-    ctx.obs = (loop["obs"].to(ctx.device) if resumed
+    ctx.obs = (obs_ops.apply(lambda t: t.to(ctx.device), loop["obs"]) if resumed
                else ctx.env.reset(seed=cfg.seed + s.global_step))
     starts = loop.get("episode_starts")  # restarted episodes: every row starts one (None)
     ctx.episode_starts = (starts.to(ctx.device, torch.bool) if resumed
-                          and isinstance(starts, torch.Tensor) and starts.shape == (len(ctx.obs),)
+                          and isinstance(starts, torch.Tensor) and starts.shape == (obs_ops.rows(ctx.obs),)
                           else None)
     _restore_episodes(ctx, loop)
     last_eval = payload["metrics"]

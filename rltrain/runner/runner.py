@@ -24,7 +24,14 @@ from rltrain.runner import setup
 from rltrain.runner.callbacks import Callback, LoopState
 from rltrain.runner.guards import check_metrics, check_weights
 from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
-from rltrain.runner.messages import kept, say_done, say_eval, say_start, say_stopped
+from rltrain.runner.messages import (
+    kept,
+    say_done,
+    say_encoders,
+    say_eval,
+    say_start,
+    say_stopped,
+)
 from rltrain.runner.off_policy import run_off_policy
 from rltrain.runner.on_policy import run_on_policy
 from rltrain.runner.ownership import check_target, run_lock
@@ -96,6 +103,7 @@ class Runner:
                 best=self.state.best_eval)
             say_start(self.cfg, self.state.total_timesteps, self.env.spec.num_envs, self.device,
                       self.run_dir)
+            say_encoders(self.cfg.algo, self.env.spec)
             started = time.perf_counter()
             try:
                 result = self._train_and_finish()

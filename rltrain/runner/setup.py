@@ -57,7 +57,8 @@ def build_context(cfg: TrainConfig, off_policy: bool, env: VecEnv, algo: Any, de
     episodes = EpisodeTracker(extra_keys=cfg.logger.extra_log_keys)
     set_log_keys(env, cfg.logger.extra_log_keys)
     obs = env.reset(seed=cfg.seed)
-    replay = make_replay(env.spec, cfg.algo, device, obs.dtype) if off_policy else None
+    dtypes = {k: t.dtype for k, t in obs.items()} if isinstance(obs, dict) else obs.dtype
+    replay = make_replay(env.spec, cfg.algo, device, dtypes) if off_policy else None
     return LoopContext(env, algo, cfg.algo, LoopState(total_timesteps=int(cfg.total_timesteps)),
                        episodes, SectionTimer(), device, obs=obs, fire=fire,
                        end_iteration=end_iteration, replay=replay)
