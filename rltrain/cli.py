@@ -194,8 +194,10 @@ def export_command(argv: list[str]) -> dict:
         ", ".join(str(d) for d in recurrent["state_shape"])) if recurrent else "")
     if "action_mask" in result["metadata"].get("inputs", []):
         state += " + bool action_mask [batch, n] (True = valid)"
-    print(f"export: wrote {result['path']} ({result['format']}): {result.get('obs_dtype', 'float32')} obs "
-          f"{_batch_shape(result['obs_shape'])}{state} -> {dtype} env action "
+    shapes, dtypes = result["obs_shape"], result.get("obs_dtype", "float32")
+    obs = (", ".join(f"{dtypes[k]} obs.{k} {_batch_shape(v)}" for k, v in shapes.items())
+           if isinstance(shapes, dict) else f"{dtypes} obs {_batch_shape(shapes)}")
+    print(f"export: wrote {result['path']} ({result['format']}): {obs}{state} -> {dtype} env action "
           f"{_batch_shape(result['action_shape'])}{' + next state' if recurrent else ''}{folded}")
     if not result["ok"]:
         fail(f"export: {agreement_line(result)}", EXIT_TRAINING)

@@ -195,14 +195,14 @@ def _python_rng(value: Any, key: str, strict: bool) -> None:
 
 
 _RMS = _record({"mean": _tensor("float"), "var": _tensor("float"), "count": _NUMBER})
-_OBS = _either(_tensor(), _mapping(_tensor()))
+_OBS = _either(_mapping(_tensor()), _tensor())
 """Observations: one tensor, or one per entry of a Dict / Tuple observation."""
 
 FIELDS: dict[str, Check] = {
     "format_version": _int(1),
     "config": _DICT,
     "algo": _DICT,
-    "env": _record({"obs_rms": _either(_RMS, _mapping(_RMS)), "ret_rms": _RMS, "running_return": _tensor("float", ndim=1),
+    "env": _record({"obs_rms": _either(_mapping(_RMS), _RMS), "ret_rms": _RMS, "running_return": _tensor("float", ndim=1),
                     "episode_return": _tensor("float", ndim=1),
                     "episode_length": _tensor("int", ndim=1),
                     "sim": _either(_typed("None", type(None)), _DICT), "native": _DICT,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from rltrain.envs.normalize import NormalizeObs
+from rltrain.envs.normalize import NormalizeObs, RunningMeanStd
 
 BOX_TOLERANCE = 1e-5
 """Largest accepted |Δ| of Box actions, in units of the widest bounded half range (at least 1)."""
@@ -27,8 +27,20 @@ class Agreement:
     tolerance: float
 
 
-def sample_observations(space: gym.spaces.Box, norm: NormalizeObs | None, n: int,
-                        seed: int) -> np.ndarray:
+def sample_observations(space: gym.Space, norm: NormalizeObs | None, n: int,
+                        seed: int) -> np.ndarray | dict[str, np.ndarray]:
+    """`n` observations of `space` (see `_sample`); for a Dict space (`observation_space` of
+    Dict / Tuple observations) a dict of them, each entry with its own normalizer statistics
+    and its own seed."""
+    if isinstance(space, gym.spaces.Dict):
+        stats = norm.statistics() if norm is not None else {}
+        return {key: _sample(sub, stats.get(key), n, seed + i)
+                for i, (key, sub) in enumerate(space.spaces.items())}
+    return _sample(space, norm.rms if norm is not None else None, n, seed)
+
+
+def _sample(space: gym.spaces.Box | gym.spaces.MultiDiscrete, rms: RunningMeanStd | None,
+            n: int, seed: int) -> np.ndarray:
     """`n` observations. MultiDiscrete (categorical observations): uniform int64 entries.
     uint8 spaces (pixels): uniform uint8 values within the bounds. Else
     float32: a normal around the normalizer's mean with 4× its std when
@@ -44,9 +56,9 @@ def sample_observations(space: gym.spaces.Box, norm: NormalizeObs | None, n: int
         return rng.integers(low8, high8.astype(np.int64) + 1, shape).astype(np.uint8)
     low, high = space.low.astype(np.float64), space.high.astype(np.float64)
     bounded = (np.abs(low) < WIDE) & (np.abs(high) < WIDE)
-    if norm is not None:
-        mean = norm.rms.mean.cpu().numpy()
-        std = np.sqrt(norm.rms.var.cpu().numpy())
+    if rms is not None:
+        mean = rms.mean.cpu().numpy()
+        std = np.sqrt(rms.var.cpu().numpy())
         x = np.clip(mean + 4.0 * std * rng.standard_normal(shape), np.where(bounded, low, -np.inf),
                     np.where(bounded, high, np.inf))
     else:

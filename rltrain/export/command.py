@@ -73,8 +73,8 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
             "mismatches": agreement.mismatches, "max_abs_diff": agreement.max_abs_diff,
             "tolerance": agreement.tolerance, "checkpoint": str(path),
             "action_kind": env.spec.action_kind,
-            "obs_shape": list(space.shape), "obs_dtype": str(space.dtype),
-            "action_shape": list(reference.shape[1:]), "normalized_obs": module.normalize,
+            **obs_description(space), "action_shape": list(reference.shape[1:]),
+            "normalized_obs": module.normalize,
             "metadata": metadata}
 
 
@@ -101,15 +101,24 @@ def export_inputs(module: ExportedPolicy, env: Any, space: gym.spaces.Box,
                   ) -> tuple[Any, list[str], torch.Tensor | None, np.ndarray | None]:
     """`n` random inputs of the export: (the example (obs, or a tuple with the recurrent state
     and the action mask when it takes them), their names, the states, the masks)."""
-    obs = torch.as_tensor(sample_observations(space, stats, n, seed))
+    sampled = sample_observations(space, stats, n, seed)
+    obs = ([torch.as_tensor(v) for v in sampled.values()] if isinstance(sampled, dict)
+           else [torch.as_tensor(sampled)])
     states = random_states(module.policy, n, seed) if module.recurrent else None
     segments = tuple(env.spec.action_nvec) or (env.spec.action_dim,)  # MultiDiscrete: per dim
     masks = random_masks(segments, n, seed) if module.masked else None
     extra = [*([states] if states is not None else []),
              *([torch.as_tensor(masks)] if masks is not None else [])]
-    names = ["obs", *(["state"] if states is not None else []),
+    names = [*(obs_input_names(sampled) if isinstance(sampled, dict) else ["obs"]),
+             *(["state"] if states is not None else []),
              *(["action_mask"] if masks is not None else [])]
-    return ((obs, *extra) if extra else obs), names, states, masks
+    inputs = (*obs, *extra)
+    return (inputs if len(inputs) > 1 else inputs[0]), names, states, masks
+
+
+def obs_input_names(entries: dict[str, Any]) -> list[str]:
+    """The export's input name of each Dict / Tuple observation entry: `obs.<key>`."""
+    return [f"obs.{key}" for key in entries]
 
 
 def random_masks(segments: tuple[int, ...], n: int, seed: int) -> np.ndarray:
@@ -137,11 +146,17 @@ def merge_agreement(actions: Agreement, states: Agreement) -> Agreement:
                      max(actions.max_abs_diff, states.max_abs_diff), states.tolerance)
 
 
-def observation_space(env: Any, gym_env: GymVecEnv) -> gym.spaces.Box:
+def observation_space(env: Any, gym_env: GymVecEnv) -> gym.Space:
     """The space of what the policy sees: the gymnasium env's single observation space, or,
     where a VecEnv wrapper changes the shape (`FrameStack`: `[84, 84]` frames, `[4, 84, 84]`
     stacks), a Box of `env.spec.obs_shape` with the frame's dtype (uint8: 0..255); for
-    categorical observations a MultiDiscrete of their entries (int64, counted from 0)."""
+    categorical observations a MultiDiscrete of their entries (int64, counted from 0); for
+    Dict / Tuple observations a flat Dict of those, one per entry (`rltrain/obs.py` keys)."""
+    if env.spec.obs_entries:
+        return gym.spaces.Dict({
+            leaf.key: (gym.spaces.MultiDiscrete(np.array(leaf.entry.obs_nvec))
+                       if leaf.entry.obs_nvec else leaf.space)
+            for leaf in gym_env._leaves})
     if env.spec.obs_nvec:  # categorical: int64 entries counted from 0, one-hot in the network
         return gym.spaces.MultiDiscrete(np.array(env.spec.obs_nvec))
     space = gym_env.venv.single_observation_space
@@ -161,10 +176,12 @@ def export_metadata(cfg: Any, env: Any, space: gym.spaces.Box,
     from rltrain.config import atari_preprocess
     from rltrain.envs.families import family_of
 
-    meta: dict[str, Any] = {"env_id": cfg.env.id, "obs_shape": list(space.shape),
-                            "obs_dtype": str(space.dtype), "action_kind": env.spec.action_kind,
+    meta: dict[str, Any] = {"env_id": cfg.env.id, **obs_description(space),
+                            "action_kind": env.spec.action_kind,
                             "action_dim": env.spec.action_dim}
-    if env.spec.obs_nvec:
+    if env.spec.obs_entries:  # entry i in [0, nvec[i]) for categorical ones (start removed)
+        meta["obs_nvec"] = {e.key: list(e.obs_nvec) for e in env.spec.obs_entries if e.obs_nvec}
+    elif env.spec.obs_nvec:
         meta["obs_nvec"] = list(env.spec.obs_nvec)  # entry i in [0, obs_nvec[i]) (start removed)
     if atari_preprocess(cfg.env, family_of(cfg.env.id)):
         meta["atari"] = dataclasses.asdict(cfg.env.atari)
@@ -173,6 +190,16 @@ def export_metadata(cfg: Any, env: Any, space: gym.spaces.Box,
         meta["recurrent"] = {"state_shape": [layers, "batch", width], "core": cfg.algo.recurrent,
                              "reset": "pass zeros as the state at each episode's first step"}
     return meta
+
+
+def obs_description(space: gym.Space) -> dict[str, Any]:
+    """`obs_shape` and `obs_dtype` of the export's observation; for a Dict one, both per entry
+    (`{key: shape}`, `{key: dtype}`) and the input names (`obs_inputs`)."""
+    if isinstance(space, gym.spaces.Dict):
+        return {"obs_shape": {k: list(sub.shape) for k, sub in space.spaces.items()},
+                "obs_dtype": {k: str(sub.dtype) for k, sub in space.spaces.items()},
+                "obs_inputs": obs_input_names(space.spaces)}
+    return {"obs_shape": list(space.shape), "obs_dtype": str(space.dtype)}
 
 
 def agreement_line(result: dict[str, Any]) -> str:

@@ -25,11 +25,13 @@ FORMATS = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
 """Export format → default file name under `<run>/export/`."""
 EXPORT_EXTRA = 'pip install "rltrain[export]"'
 Runner = Callable[..., Any]
-"""A loaded export: observations `[B, *obs_shape]` (float32, or uint8 for pixel policies) →
-actions as numpy; a recurrent one takes (obs, state `[L, B, D]`) and returns (actions, state)."""
+"""A loaded export: observations `[B, *obs_shape]` (float32, or uint8 for pixel policies; a
+dict of entries for Dict / Tuple observations) → actions as numpy; a recurrent one takes (obs,
+state `[L, B, D]`) and returns (actions, state)."""
 INPUTS = ["obs", "state", "action_mask"]
-"""Input names of an export, in order: `obs`; `state` for a recurrent policy; `action_mask`
-(bool `[B, n]`) for a policy trained on an env with invalid-action masks."""
+"""Input names of an export, in order: `obs` (Dict / Tuple observations: `obs.<key>` per
+entry); `state` for a recurrent policy; `action_mask` (bool `[B, n]`) for a policy trained on
+an env with invalid-action masks."""
 METADATA_KEY = "rltrain"
 """The exported file's metadata entry (a JSON object: env id, observation shape and dtype, the
 Atari preprocessing contract): ONNX `metadata_props[rltrain]`, TorchScript extra file
@@ -121,12 +123,9 @@ def _write_onnx(module: nn.Module, example: tuple[torch.Tensor, ...], names: lis
 
 
 def _dynamic_shapes(names: list[str], batch: Any) -> tuple[Any, ...]:
-    """The batch dims of `forward(obs, *extra)`: obs's dim 0, then (when there are extra
-    inputs) one tuple for them, the state's batch being its dim 1."""
-    obs = {0: batch}
-    if len(names) == 1:
-        return (obs,)
-    return (obs, tuple({1 if n == "state" else 0: batch} for n in names[1:]))
+    """The batch dims of `forward(*inputs)`: dim 0 of each input but the recurrent state,
+    whose batch is its dim 1."""
+    return (tuple({1 if n == "state" else 0: batch} for n in names),)
 
 
 def load(fmt: str, path: Path) -> Runner:
@@ -138,9 +137,9 @@ def load(fmt: str, path: Path) -> Runner:
 
         names = [i.name for i in session.get_inputs()]
 
-        def run_onnx(obs: np.ndarray, *extra: np.ndarray) -> Any:
-            feed = {name: _as_input(name, value) for name, value in zip(names, (obs, *extra),
-                                                                       strict=True)}
+        def run_onnx(obs: Any, *extra: np.ndarray) -> Any:
+            feed = {name: _as_input(name, value) for name, value in zip(
+                names, (*_obs_inputs(obs), *extra), strict=True)}
             out = session.run(None, feed)
             return out[0] if len(out) == 1 else tuple(out)
 
@@ -151,14 +150,19 @@ def load(fmt: str, path: Path) -> Runner:
 
     names = read_metadata(fmt, path).get("inputs") or INPUTS[:1]
 
-    def run(obs: np.ndarray, *extra: np.ndarray) -> Any:
-        inputs = [torch.as_tensor(_as_input(n, v)) for n, v in zip(names, (obs, *extra),
-                                                                    strict=True)]
+    def run(obs: Any, *extra: np.ndarray) -> Any:
+        inputs = [torch.as_tensor(_as_input(n, v)) for n, v in zip(
+            names, (*_obs_inputs(obs), *extra), strict=True)]
         with torch.no_grad():
             out = scripted(*inputs)
         return out.numpy() if isinstance(out, torch.Tensor) else tuple(o.numpy() for o in out)
 
     return run
+
+
+def _obs_inputs(obs: np.ndarray | dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The observation inputs: one array, or a Dict observation's entries in their order."""
+    return list(obs.values()) if isinstance(obs, dict) else [obs]
 
 
 def _as_input(name: str, value: np.ndarray) -> np.ndarray:

@@ -12,8 +12,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from rltrain import obs as obs_ops
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
+from rltrain.obs import Obs
 from rltrain.types import CHOICE_KINDS
 
 OBS_EPS = 1e-8
@@ -48,27 +50,38 @@ class ExportedPolicy(nn.Module):
         self.register_buffer("action_start", torch.as_tensor(
             start if gym_env.spec.action_kind == "multi_discrete" and start is not None else 0,
             dtype=torch.int64))
-        self.categorical = bool(env.spec.obs_nvec)  # int64 entries, one-hot in the network
+        entries = env.spec.obs_entries  # Dict / Tuple: one input per entry, in this order
+        self.keys = [e.key for e in entries]
+        # int64 inputs, one-hot in the network: categorical observations or entries
+        self.categorical = ([bool(e.obs_nvec) for e in entries] if entries
+                            else [bool(env.spec.obs_nvec)])
         norm = find_layer(env, NormalizeObs)
         self.normalize = isinstance(norm, NormalizeObs)
         self.clip = float(norm.clip) if isinstance(norm, NormalizeObs) else 0.0
-        shape = gym_env.spec.obs_shape
-        mean = norm.rms.mean if isinstance(norm, NormalizeObs) else torch.zeros(shape)
-        var = norm.rms.var if isinstance(norm, NormalizeObs) else torch.ones(shape)
-        self.register_buffer("obs_mean", mean.detach().cpu().to(torch.float32))
-        self.register_buffer("obs_std", torch.sqrt(var.detach().cpu().double() + OBS_EPS).float())
+        stats = norm.statistics() if isinstance(norm, NormalizeObs) else {}
+        self.normalized = [i for i, key in enumerate(self.keys or [""]) if key in stats]
+        for i, key in enumerate(self.keys or [""]):  # obs_mean / obs_std, or obs_mean_<i> ...
+            suffix = f"_{i}" if self.keys else ""
+            shape = entries[i].obs_shape if entries else gym_env.spec.obs_shape
+            mean = stats[key].mean if key in stats else torch.zeros(shape)
+            var = stats[key].var if key in stats else torch.ones(shape)
+            self.register_buffer(f"obs_mean{suffix}", mean.detach().cpu().to(torch.float32))
+            self.register_buffer(f"obs_std{suffix}",
+                                 torch.sqrt(var.detach().cpu().double() + OBS_EPS).float())
         low, half_range, bounded = _action_bounds(gym_env)
         self.register_buffer("action_low", low)
         self.register_buffer("action_half_range", half_range)
         self.register_buffer("action_bounded", bounded)
 
-    def forward(self, obs: torch.Tensor, *extra: torch.Tensor):
-        """The deterministic env action for each raw observation of the batch. A recurrent
+    def forward(self, *inputs: torch.Tensor):
+        """The deterministic env action for each raw observation of the batch: the observation
+        (for Dict / Tuple observations one input per entry, in `keys` order). A recurrent
         policy also takes its state `[L, B, D]` (zeros at an episode's start) and returns
         (action, next state); a masked one takes the bool action mask `[B, n]` last."""
-        x = obs.long() if self.categorical else obs.to(torch.float32)
-        if self.normalize:
-            x = ((x - self.obs_mean) / self.obs_std).clamp(-self.clip, self.clip)
+        n_obs = len(self.keys) or 1
+        parts, extra = inputs[:n_obs], inputs[n_obs:]
+        xs = [self._entry(i, part) for i, part in enumerate(parts)]
+        x = dict(zip(self.keys, xs, strict=True)) if self.keys else xs[0]
         mask = extra[-1] if self.masked else None
         if self.recurrent:
             action, state = self.policy.export_step(x, extra[0], mask)
@@ -76,6 +89,16 @@ class ExportedPolicy(nn.Module):
         if mask is None:
             return self._env_action(self.policy.act(x, deterministic=True))
         return self._env_action(self.policy.act(x, deterministic=True, action_mask=mask))
+
+    def _entry(self, i: int, obs: torch.Tensor) -> torch.Tensor:
+        """Input `i` as the network takes it: int64 (categorical) or float32, normalized with
+        the frozen statistics where the run normalized it."""
+        x = obs.long() if self.categorical[i] else obs.to(torch.float32)
+        if i in self.normalized:
+            suffix = f"_{i}" if self.keys else ""
+            mean, std = getattr(self, f"obs_mean{suffix}"), getattr(self, f"obs_std{suffix}")
+            x = ((x - mean) / std).clamp(-self.clip, self.clip)
+        return x
 
     def _env_action(self, action: torch.Tensor) -> torch.Tensor:
         if self.discrete:
@@ -98,7 +121,7 @@ def _action_bounds(env: GymVecEnv) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 
 
 @torch.no_grad()
-def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray,
+def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray | dict[str, np.ndarray],
                   state: torch.Tensor | None = None, mask: np.ndarray | None = None):
     """What `rltrain eval` sends to the env for raw observations `obs`: the env's own
     normalizer, the torch policy (with the action `mask` when given, as evaluation's
@@ -109,14 +132,22 @@ def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray,
     gym_env = find_layer(env, GymVecEnv)
     norm = find_layer(env, NormalizeObs)
     assert isinstance(gym_env, GymVecEnv)
-    categorical = bool(gym_env.spec.obs_nvec)
-    x = torch.as_tensor(obs, dtype=torch.int64 if categorical else torch.float32,
-                        device=gym_env.device)
+    spec = gym_env.spec
+
+    def tensor(value: np.ndarray, categorical: bool) -> torch.Tensor:
+        return torch.as_tensor(value, dtype=torch.int64 if categorical else torch.float32,
+                               device=gym_env.device)
+
+    if spec.obs_entries:  # Dict / Tuple: a dict of entries
+        x: Obs = {e.key: tensor(obs[e.key], bool(e.obs_nvec)) for e in spec.obs_entries}
+    else:
+        x = tensor(obs, bool(spec.obs_nvec))
     if isinstance(norm, NormalizeObs):
         x = norm.normalize(x)
-    stepper = PolicyStepper(policy, len(x), x.device)
+    rows = obs_ops.rows(x)
+    stepper = PolicyStepper(policy, rows, gym_env.device)
     if state is not None:
-        stepper.state, stepper.starts = state, torch.zeros(len(x), dtype=torch.bool)
+        stepper.state, stepper.starts = state, torch.zeros(rows, dtype=torch.bool)
     action = stepper(x, True, None if mask is None else torch.as_tensor(mask))
     state = stepper.state if state is not None else None
     if gym_env.spec.action_kind == "discrete":

@@ -79,7 +79,7 @@ def test_net_settings_survive_the_checkpoint_round_trip(tmp_path):
     assert payload["config"]["algo"]["net"] == {
         "hidden": None, "activation": "elu", "actor_hidden": [24], "critic_hidden": [40, 20],
         "layer_norm": True, "ortho_init": False, "encoder": "auto", "cnn_channels": [32, 64, 64],
-        "cnn_features": 512, "share_encoder": False}
+        "cnn_features": 512, "share_encoder": False, "encoders": {}}
     _, payload, cfg = load_checkpoint(path)
     env = make_env(cfg.env, "cpu", num_envs=1, training=False)
     rebuilt = build_agent(cfg, env, payload, path, "cpu").policy

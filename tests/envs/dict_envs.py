@@ -9,7 +9,8 @@ answer (a random policy earns 1/4 per step); Box actions (`box=True`): pay
 
 Options: `tuple=True` gives the same entries as a Tuple `(cue, pos)`; `nested=True` puts `pos`
 inside a Dict `body` (key "body.pos"); `image=True` adds a `camera` entry, a 36x36x3 uint8
-image (noise: nothing to learn from it); `scale` multiplies `pos` (a normalizer's work).
+image (noise: nothing to learn from it); `scale` multiplies `pos` (a normalizer's work);
+`cue_only=True` leaves `pos` out (nothing to normalize; not solvable).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ class CueTask(gym.Env):
 
     def __init__(self, box: bool = False, length: int = 8, tuple: bool = False,  # noqa: A002
                  nested: bool = False, image: bool = False, scale: float = 1.0,
-                 render_mode: str | None = None):
+                 cue_only: bool = False, render_mode: str | None = None):
         self.box, self.length, self.tuple, self.nested = box, int(length), tuple, nested
         self.image, self.scale, self.render_mode = image, float(scale), render_mode
+        self.cue_only = cue_only
         cue = gym.spaces.Discrete(2)
         pos = gym.spaces.Box(-self.scale, self.scale, (2,), np.float32)
         if self.tuple:
@@ -42,6 +44,8 @@ class CueTask(gym.Env):
                                              gym.spaces.Dict({"pos": pos}) if nested else pos}
             if image:
                 entries["camera"] = gym.spaces.Box(0, 255, IMAGE, np.uint8)
+            if cue_only:
+                entries = {"cue": cue}
             self.observation_space = gym.spaces.Dict(entries)
         self.action_space = (gym.spaces.Box(-1.0, 1.0, (1,), np.float32) if box
                              else gym.spaces.Discrete(4))
@@ -57,6 +61,8 @@ class CueTask(gym.Env):
             return (self.cue, pos)
         out: dict[str, Any] = {"cue": self.cue}
         out["body" if self.nested else "pos"] = {"pos": pos} if self.nested else pos
+        if self.cue_only:
+            return {"cue": self.cue}
         if self.image:
             out["camera"] = self.np_random.integers(0, 256, IMAGE, dtype=np.uint8)
         return out
@@ -78,6 +84,7 @@ class CueTask(gym.Env):
             reward = float(int(action) == target)
         self.t += 1
         self._draw()
+        self.last_step_pos = self.pos.copy()  # what this step showed (tests of final_obs)
         return self._obs(), reward, False, self.t >= self.length, {}
 
     def sim_state(self) -> dict[str, Any]:
