@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # (it downgrades protobuf): only their missing-package messages are tested.
 EXTRAS ?= dev,sweep,slurm,video,export,wandb,bench,box2d,mujoco,atari
 
-.PHONY: install train test test-all bench bench-quality lint clean
+.PHONY: install train test test-ray test-all bench bench-quality lint clean
 
 install: $(STAMP)
 
@@ -33,11 +33,27 @@ WORKERS ?= 2
 test: install           ## the CI suite (slow learning checks excluded)
 	$(BIN)/python -m pytest -m "not slow" -q -n $(WORKERS) --dist loadfile $(ARGS)
 
+# The Ray launcher lives in its own venv: ray's hydra-ray-launcher pins cloudpickle<3, which the
+# joblib launcher of .venv does not accept (shared/notes/dependency-facts.md, section 3).
+RAY_VENV ?= .venv-ray
+RAY_STAMP := $(RAY_VENV)/.installed
+
+$(RAY_STAMP): pyproject.toml
+	test -x $(RAY_VENV)/bin/python || $(PYTHON) -m venv $(RAY_VENV)
+	$(RAY_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(RAY_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(RAY_VENV)/bin/python -m pip install --quiet -e ".[dev,ray]"
+	touch $(RAY_STAMP)
+
+test-ray: $(RAY_STAMP)  ## a two-job sweep through hydra/launcher=ray on a local Ray instance (own venv: .venv-ray)
+	$(RAY_VENV)/bin/python -m pytest -q tests/e2e/test_ray.py $(ARGS)
+
 test-all: install       ## everything, slow learning checks included, 100 damaged checkpoints
 	RLTRAIN_FUZZ_EXAMPLES=100 $(BIN)/python -m pytest -q $(ARGS)
 
-bench: install          ## speed vs SB3 + RL-Zoo (seeds 0-2) and throughput, writes benchmarks/results/speed.{json,md}
+bench: install          ## speed vs SB3 + RL-Zoo (seeds 0-2) and throughput, then torchrun scaling (1 vs 2 ranks): benchmarks/results/{speed,scaling}.{json,md}
 	$(BIN)/python benchmarks/speed.py $(ARGS)
+	$(BIN)/python benchmarks/scaling.py
 
 bench-quality: install  ## the `slow` learning tests (pytest -m slow), then benchmarks/quality.py: median final eval over seeds 0-2 per tuned task, to benchmarks/results/
 	$(BIN)/python -m pytest -m slow -q
@@ -47,4 +63,4 @@ lint: install
 	$(BIN)/ruff check rltrain tests benchmarks
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(RAY_VENV) build *.egg-info .pytest_cache

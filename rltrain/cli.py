@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rltrain.distributed import SOLO, Solo, World, world_from_env
 from rltrain.envs.trust import NamedCode, named_code
 from rltrain.errors import TrainingError, UserError
 from rltrain.run_dir import RunDir
@@ -30,8 +31,11 @@ def _debug() -> bool:
 
 
 def fail(message: str, code: int = 2) -> None:
-    """Print one error line and exit with `code` (2: bad input, 1: training failed)."""
-    print(f"rltrain: error: {message}", file=sys.stderr)
+    """Print one error line and exit with `code` (2: bad input, 1: training failed); under
+    torchrun, ranks other than 0 prefix it with their rank."""
+    rank = os.environ.get("RANK", "0") if "WORLD_SIZE" in os.environ else "0"
+    prefix = f"[rank {rank}] " if rank != "0" else ""
+    print(f"{prefix}rltrain: error: {message}", file=sys.stderr)
     sys.exit(code)
 
 
@@ -86,6 +90,11 @@ def train_command(argv: list[str]) -> None:
     from rltrain.sweep import check_plugins
 
     argv = normalize_overrides(argv)
+    world = world_from_env()
+    if world is not None and world.size > 1 and not any(
+            a.split("=")[0] in HYDRA_FLAGS for a in argv):
+        _train_ranks(argv, world)
+        return
     check_plugins(argv)  # a missing sweeper/launcher plugin: one line naming the extra
     if any(a.split("=")[0] in HYDRA_FLAGS for a in argv):
         register_options(argv)  # --help, --cfg ...: Hydra composes, nothing runs
@@ -105,6 +114,32 @@ def train_command(argv: list[str]) -> None:
         given = arg_value([*argv, *extra], "hydra.run.dir") is not None
         sys.argv = [sys.argv[0], *argv, *extra, *([] if given else [f"hydra.run.dir={target}"])]
         _train_task()
+
+
+def _train_ranks(argv: list[str], world: World) -> None:
+    """One rank of a torchrun job (see `rltrain/torchrun.py`): rank 0 guards the run folder."""
+    global _COLLECTIVE
+    from rltrain.run_target import arg_value, budget
+    from rltrain.runner.ownership import check_target, run_lock
+    from rltrain.torchrun import prepare
+
+    hydra_args, _COLLECTIVE, target = prepare(argv, world)
+    sys.argv = [sys.argv[0], *hydra_args]
+    try:
+        if target is None:
+            _train_task()
+        else:
+            with run_lock(target):
+                check_target(target, arg_value(hydra_args, "resume"), budget(argv))
+                _train_task()
+    except BaseException:  # this rank failed (fail() exits too): leave without waiting
+        _COLLECTIVE.abort()
+        raise
+    _COLLECTIVE.close()
+
+
+_COLLECTIVE: Solo = SOLO
+"""The ranks of a torchrun job this process belongs to (`SOLO` outside torchrun)."""
 
 
 def _train_task() -> None:
@@ -152,7 +187,7 @@ def _run_job(cfg: DictConfig) -> float:
         log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", train_cfg.preset)
     if train_cfg.seeds_per_trial > 1 and payload is None:
         return run_seeds(train_cfg, run_dir)
-    runner = Runner(train_cfg, run_dir, resume_from=payload)
+    runner = Runner(train_cfg, run_dir, resume_from=payload, collective=_COLLECTIVE)
     result = runner.run()
     if "stopped" in result and runner.stopper.signum is not None:  # preempted: tell schedulers
         sys.exit(128 + runner.stopper.signum)

@@ -221,6 +221,8 @@ FIELDS: dict[str, Check] = {
                    optional=("cuda",)),
     "metrics": _eval_result,
     "replay": _replay,
+    "world": _record({"size": _int(1), "ranks": _list(_record({
+        "env": _DICT, "loop": _DICT, "rng": _DICT, "algo": _DICT}))}),
 }
 """Every field a checkpoint may hold, in the order they are checked."""
 

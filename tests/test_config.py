@@ -340,7 +340,7 @@ def test_a_single_cli_run_validates_and_checks_its_env_once(counted, tmp_path, m
     built: list[TrainConfig] = []
 
     class FakeRunner:  # the config's journey ends where the Runner starts
-        def __init__(self, cfg, run_dir, resume_from=None):
+        def __init__(self, cfg, run_dir, resume_from=None, collective=None):
             built.append(cfg)
 
         def run(self):

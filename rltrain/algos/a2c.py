@@ -23,6 +23,7 @@ from rltrain.algos.base import (
     set_lr,
 )
 from rltrain.checks import check_fraction, check_non_negative
+from rltrain.distributed import SOLO, Solo
 from rltrain.errors import UserError
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
 
@@ -84,6 +85,7 @@ class A2C:
         self.policy = make_actor_critic(cfg, spec).to(self.device)
         self.noise_clock = make_noise_clock(cfg)  # gSDE only: new noise at each rollout start
         self._params = list(self.policy.parameters())
+        self.collective: Solo = SOLO  # the ranks of a torchrun job (set by the Runner)
         self.optimizer = make_optimizer(cfg, self._params)
 
     def act(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None,
@@ -104,8 +106,9 @@ class A2C:
         lr = on_policy_lr(cfg, progress_remaining)
         set_lr(self.optimizer, lr)
         adv = batch.advantages
-        if cfg.normalize_advantage and adv.numel() > 1:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        if cfg.normalize_advantage and adv.numel() > 1:  # over every rank's rollout
+            mean, std = self.collective.moments(adv)
+            adv = (adv - mean) / (std + 1e-8)
         dist, values = self.policy.dist_value(batch.obs, batch.action_masks)
         log_prob = self.policy.head.log_prob(dist, batch.actions)
         policy_loss = -(adv * log_prob).mean()
@@ -114,7 +117,8 @@ class A2C:
         loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        norm = grad_norm_step(self.optimizer, self._params, cfg.max_grad_norm)
+        norm = grad_norm_step(self.optimizer, self._params, cfg.max_grad_norm,
+                              self.collective.average_)
         metrics = {
             "train/policy_loss": policy_loss.item(),
             "train/value_loss": value_loss.item(),

@@ -7,6 +7,7 @@ No algorithm file imports another, or `rltrain.config`: shared pieces live here 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -290,11 +291,14 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
 
 
 def grad_norm_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor],
-                   max_grad_norm: float | None) -> torch.Tensor:
-    """Clip gradients (when `max_grad_norm` is set), step, and return the pre-clip norm.
-
-    The norm stays a (detached, 0-d) tensor on the device, so callers decide when to sync.
+                   max_grad_norm: float | None,
+                   average: Callable[[list[torch.Tensor]], None] | None = None) -> torch.Tensor:
+    """Average the gradients over the ranks of a data-parallel run (`average`, in place: one
+    flat all-reduce), clip them (when `max_grad_norm` is set), step, and return the pre-clip
+    norm. The norm stays a (detached, 0-d) tensor on the device, so callers decide when to sync.
     """
+    if average is not None:
+        average([p.grad for p in params if p.grad is not None])
     if max_grad_norm is not None and max_grad_norm > 0:
         norm = nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
     else:

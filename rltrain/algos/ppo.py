@@ -30,6 +30,7 @@ from rltrain.buffers.sequences import (
     sequence_minibatches,
 )
 from rltrain.checks import check_non_negative, check_positive
+from rltrain.distributed import SOLO, Solo
 from rltrain.errors import UserError
 from rltrain.nets.recurrent import CORES
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
@@ -120,6 +121,7 @@ class PPO:
         self.noise_clock = make_noise_clock(cfg)  # gSDE only: new noise at each rollout start
         self.optimizer = adam(self.policy.parameters(), cfg.lr, eps=cfg.adam_eps)
         self._params = list(self.policy.parameters())
+        self.collective: Solo = SOLO  # the ranks of a torchrun job (set by the Runner)
 
     def act(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None,
             episode_starts: torch.Tensor | None = None,
@@ -168,7 +170,8 @@ class PPO:
                      for idx, seq in self._minibatches(obs_ops.rows(batch.obs), recorded)]
             rows += epoch
             if cfg.target_kl is not None:  # one host sync per epoch, only when early stopping
-                kl = torch.stack(epoch)[:, _METRICS.index("train/approx_kl")].mean().item()
+                kl = torch.stack(epoch)[:, _METRICS.index("train/approx_kl")].mean()
+                kl = self.collective.mean(kl).item()  # every rank takes the same decision
                 if kl > 1.5 * cfg.target_kl:
                     break
         # one host sync per update: the minibatch metrics stay on the device until here
@@ -187,8 +190,9 @@ class PPO:
         obs, actions = obs_ops.take(batch.obs, idx), batch.actions[idx]
         old_log_prob, old_values = batch.log_probs[idx], batch.values[idx]
         adv, returns = batch.advantages[idx], batch.returns[idx]
-        if self.cfg.normalize_advantage and adv.numel() > 1:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        if self.cfg.normalize_advantage and adv.numel() > 1:  # over every rank's minibatch
+            mean, std = self.collective.moments(adv)
+            adv = (adv - mean) / (std + 1e-8)
         masks = None if batch.action_masks is None else batch.action_masks[idx]
         dist, values = self._forward(obs, masks, seq)  # masked: loss and entropy over valid actions
         log_ratio = self.policy.head.log_prob(dist, actions) - old_log_prob
@@ -198,7 +202,8 @@ class PPO:
         loss = policy_loss + self.cfg.vf_coef * value_loss - self.cfg.ent_coef * entropy
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm)
+        norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm,
+                              self.collective.average_)
         with torch.no_grad():  # http://joschu.net/blog/kl-approx.html: E[(r − 1) − log r]
             approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
             return torch.stack([policy_loss, value_loss, -entropy, approx_kl, clip_frac,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from rltrain.obs import Obs
@@ -11,21 +13,50 @@ from rltrain.types import EnvSpec, StepResult
 class RunningMeanStd:
     """Streaming mean and variance (parallel-algorithm update of Chan et al.), float64."""
 
-    def __init__(self, shape: tuple[int, ...], device: torch.device):
+    def __init__(self, shape: tuple[int, ...], device: torch.device, count: float = 1e-4):
         self.mean = torch.zeros(shape, dtype=torch.float64, device=device)
         self.var = torch.ones(shape, dtype=torch.float64, device=device)
-        self.count = 1e-4
+        self.count = count
+        self.pending: RunningMeanStd | None = None
+        """Data-parallel runs (`share`): what this rank added since the ranks last merged."""
+        self._shared: tuple[torch.Tensor, torch.Tensor, float] | None = None
 
     def update(self, x: torch.Tensor) -> None:
         """Fold a batch `[B, *shape]` into the statistics."""
         b_var, b_mean = torch.var_mean(x.to(torch.float64), 0, correction=0)  # one pass, one op
-        b_count = x.shape[0]
+        self._fold(b_mean, b_var, x.shape[0])
+        if self.pending is not None:
+            self.pending._fold(b_mean, b_var, x.shape[0])
+
+    def _fold(self, b_mean: torch.Tensor, b_var: torch.Tensor, b_count: float) -> None:
         delta = b_mean - self.mean
         total = self.count + b_count
         self.mean = self.mean + delta * b_count / total
         m2 = self.var * self.count + b_var * b_count + delta.pow(2) * self.count * b_count / total
         self.var = m2 / total
         self.count = total
+
+    def share(self) -> None:
+        """Start data-parallel use: every rank holds these same statistics now, and from here
+        on also counts what it adds itself (`pending`), for `merge`."""
+        self._shared = (self.mean.clone(), self.var.clone(), self.count)
+        self.pending = RunningMeanStd(tuple(self.mean.shape), self.mean.device, count=0.0)
+
+    def merge(self, collective: Any) -> None:
+        """Every rank's additions since the last merge folded, in rank order, into the shared
+        statistics: afterwards all ranks hold the same statistics (Chan et al.'s combination)."""
+        assert self.pending is not None and self._shared is not None, "merge() before share()"
+        p = self.pending
+        mine = torch.cat([torch.tensor([float(p.count)], dtype=torch.float64, device=p.mean.device),
+                          p.mean.flatten(), p.var.flatten()])
+        self.mean, self.var = self._shared[0].clone(), self._shared[1].clone()
+        self.count = self._shared[2]
+        n = p.mean.numel()
+        for row in collective.gather_all(mine):
+            count = float(row[0])
+            if count > 0:
+                self._fold(row[1:1 + n].view_as(p.mean), row[1 + n:].view_as(p.var), count)
+        self.share()
 
     def state_dict(self) -> dict:
         """Plain-data state for checkpoints."""
@@ -36,6 +67,8 @@ class RunningMeanStd:
         self.mean = state["mean"].to(self.mean.device, torch.float64)
         self.var = state["var"].to(self.var.device, torch.float64)
         self.count = float(state["count"])
+        if self.pending is not None:  # data-parallel: every rank loaded these same statistics
+            self.share()
 
 
 def normalized_entries(spec: EnvSpec) -> tuple[str, ...]:
@@ -103,6 +136,27 @@ class NormalizeObs:
             return
         for k, rms in self.entry_rms.items():
             rms.load_state_dict(state["obs_rms"][k])
+
+
+def running_statistics(env: Any) -> list[RunningMeanStd]:
+    """The running statistics of every normalization wrapper of `env`, outermost first."""
+    out: list[RunningMeanStd] = []
+    layer = env
+    while layer is not None:
+        if isinstance(layer, NormalizeObs):
+            out += list(layer.statistics().values())
+        elif isinstance(layer, ScaleReward):
+            out.append(layer.rms)
+        layer = getattr(layer, "env", None)
+    return out
+
+
+def merge_statistics(env: Any, collective: Any) -> None:
+    """Data-parallel runs: merge every rank's normalizer statistics (see `RunningMeanStd.merge`),
+    so all ranks normalize alike; nothing for one process."""
+    if collective.world.size > 1:
+        for rms in running_statistics(env):
+            rms.merge(collective)
 
 
 class ScaleReward:

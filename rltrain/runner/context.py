@@ -10,6 +10,7 @@ import torch
 
 from rltrain.algos.base import AlgoConfig
 from rltrain.buffers.replay import ReplayBuffer
+from rltrain.distributed import SOLO, Solo
 from rltrain.envs.vec_env import VecEnv
 from rltrain.obs import Obs
 from rltrain.runner.callbacks import LoopState
@@ -49,6 +50,8 @@ class LoopContext:
     """Called once per iteration, after the update: log, evaluate, checkpoint, stop checks."""
     replay: ReplayBuffer | None = None
     """The replay buffer (off-policy only; see `off_policy.make_replay`)."""
+    collective: Solo = SOLO
+    """The ranks of a torchrun job (`rltrain/distributed.py`); `SOLO` for one process."""
     episode_starts: torch.Tensor | None = None
     """Bool `[N]`: the rows whose `obs` begins an episode (None: all of them). The on-policy
     loop keeps it for recurrent policies; checkpoints store it."""

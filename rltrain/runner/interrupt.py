@@ -27,9 +27,12 @@ class GracefulStop:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, state: LoopState, run_dir: Path):
+    def __init__(self, state: LoopState, run_dir: Path, deferred: bool = False):
+        """`deferred` (the ranks of a torchrun job): a signal only sets `pending`; the Runner
+        turns it into `state.stop` when all ranks agree (so every rank stops at one step)."""
         self.state, self.stop_file = state, RunDir(run_dir).stop_file
         self.signum: int | None = None
+        self.deferred, self.pending = deferred, False
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> GracefulStop:
@@ -46,7 +49,8 @@ class GracefulStop:
         if self.signum is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt  # second Ctrl-C: leave now
         self.signum = signum
-        self.state.stop = True
+        self.pending = True
+        self.state.stop = self.state.stop or not self.deferred
         self.state.stop_reason = signal.Signals(signum).name
         log.warning("%s received: stopping after this iteration (Ctrl-C again to quit now)",
                     self.state.stop_reason)

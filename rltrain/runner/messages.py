@@ -21,10 +21,11 @@ log = logging.getLogger("rltrain")
 
 
 def say_start(cfg: TrainConfig, total: int, num_envs: int, device: torch.device,
-              run_dir: Path) -> None:
-    """One line: what trains on what, for how long, where."""
+              run_dir: Path, ranks: int = 1) -> None:
+    """One line: what trains on what, for how long, where (`num_envs`: over all `ranks`)."""
+    envs = plural(num_envs, "env") + (f": {ranks} ranks x {num_envs // ranks}" if ranks > 1 else "")
     log.info("training %s on %s for %s (%s, device %s) -> %s", cfg.algo.name, cfg.env.id,
-             plural(total, "env step"), plural(num_envs, "env"), device, run_dir)
+             plural(total, "env step"), envs, device, run_dir)
     if cfg.preset is None:
         log.info("no tuned preset for (%s, %s); using defaults: %s", cfg.algo.name, cfg.env.id,
                  defaults_that_matter(cfg, num_envs))

@@ -12,6 +12,7 @@ from rltrain import obs as obs_ops
 from rltrain.buffers.replay import obs_storage_dtype
 from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.envs.masks import action_mask
+from rltrain.envs.normalize import merge_statistics
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.context import LoopContext
 from rltrain.types import action_dtype, action_shape
@@ -29,14 +30,15 @@ def run_on_policy(ctx: LoopContext) -> None:
                           action_shape=action_shape(spec), action_dtype=action_dtype(spec),
                           device=ctx.device, obs_dtype=dtype)
     buf = make_buffer(n_steps)
-    log_budget(state, n_steps, spec.num_envs)
+    per_step = spec.num_envs * ctx.collective.world.size  # env steps of one vector step, all ranks
+    log_budget(state, n_steps, per_step)
     obs = ctx.obs
     recurrent = getattr(algo, "recurrent", False)  # a policy with memory needs episode starts
     starts = (ctx.episode_starts if ctx.episode_starts is not None
               else torch.ones(spec.num_envs, dtype=torch.bool, device=ctx.device))
     while state.global_step < state.total_timesteps and not state.stop:
         ctx.fire("pre_iteration")
-        steps = rollout_steps(state, n_steps, spec.num_envs)
+        steps = rollout_steps(state, n_steps, per_step)
         if steps != buf.n_steps:  # the last rollout, shortened to end on the budget
             buf = make_buffer(steps)
         # ---- collect one rollout --------------------------------------------------------
@@ -55,8 +57,9 @@ def run_on_policy(ctx: LoopContext) -> None:
                     if recurrent else algo.value(obs_ops.take(res.final_obs, rows)))
             ctx.episodes.record(res)
             obs, starts = res.obs, res.terminated | res.truncated
-            state.global_step += spec.num_envs
+            state.global_step += per_step
         ctx.obs, ctx.episode_starts = obs, starts
+        merge_statistics(env, ctx.collective)  # torchrun: every rank normalizes alike
         ctx.fire("post_rollout")
         # ---- advantages and update ------------------------------------------------------
         t1 = time.perf_counter()
@@ -75,6 +78,7 @@ def run_on_policy(ctx: LoopContext) -> None:
             "rollout/mean_reward": float(buf.rewards.mean()),
             "rollout/mean_value": float(buf.values.mean()),
         })
+        state.metrics = ctx.collective.mean_metrics(state.metrics)  # torchrun: over all ranks
         ctx.end_iteration()
 
 

@@ -57,6 +57,45 @@ def make_payload(ctx: LoopContext, schedule: Schedule, config: dict[str, Any],
     return payload
 
 
+SHARED_ALGO = ("policy", "optimizer")
+"""Parts of an algorithm's state that every rank of a torchrun job holds alike (the rest, e.g.
+a recurrent state per env or held gSDE noise, is per rank)."""
+
+
+def rank_part(payload: dict[str, Any]) -> dict[str, Any]:
+    """What a torchrun rank's checkpoint payload holds of its own: its envs, loop, random
+    generators and per-rank algorithm state (the weights and optimizer are everyone's)."""
+    algo = {k: v for k, v in payload["algo"].items() if k not in SHARED_ALGO}
+    return {"env": payload["env"], "loop": payload["loop"], "rng": payload["rng"], "algo": algo}
+
+
+def with_ranks(payload: dict[str, Any], parts: list[dict[str, Any]] | None,
+               size: int) -> dict[str, Any]:
+    """Rank 0's payload (what `rltrain eval` and `export` read) with every other rank's own
+    part (`rank_part`, in rank order) under `world`, so a resume at this world size is exact;
+    `parts` None: rank 0's alone (`best.pt`, written while only rank 0 evaluates)."""
+    return {**payload, "world": {"size": size, "ranks": parts[1:] if parts else []}}
+
+
+def for_rank(payload: dict[str, Any], rank: int, size: int, where: str) -> dict[str, Any]:
+    """The payload rank `rank` of a `size`-rank job resumes from; a checkpoint of another
+    world size is refused in one line."""
+    saved = int(payload.get("world", {}).get("size", 1))
+    if saved != size:
+        raise UserError(f"{where} was written by {saved} rank{'s' if saved != 1 else ''}; "
+                        f"resuming with {size} would change each rank's envs and seeds: resume "
+                        f"with torchrun --nproc_per_node={saved} (per node) instead")
+    ranks = payload.get("world", {}).get("ranks", [])
+    if size > 1 and len(ranks) != size - 1:
+        raise UserError(f"{where} holds rank 0's state only (best.pt: written while rank 0 "
+                        f"evaluated); resume from the run's latest.pt or a step_*.pt")
+    if rank == 0:
+        return payload
+    own = ranks[rank - 1]
+    return {**payload, "env": own["env"], "loop": own["loop"], "rng": own["rng"],
+            "algo": {**payload["algo"], **own["algo"]}}
+
+
 def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: TrainConfig,
             run_dir: Path) -> None:
     """Put a freshly built run (`ctx`, `schedule`, `ctx.replay`) back into the state stored in
@@ -67,6 +106,10 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
 
     where = cfg.resume if cfg.resume not in (None, "", "auto") else "the checkpoint to resume"
     check_payload(payload, where, RESUME)
+    world = ctx.collective.world
+    payload = for_rank(payload, world.rank, world.size, where)
+    if world.rank > 0:  # this rank's own parts, checked as closely as rank 0's
+        check_payload(payload, where, RESUME)
     check_fits(payload, ctx.env.spec, ctx.replay.capacity if ctx.replay is not None else 0, where)
     load_algo(ctx.algo, payload["algo"], Path(run_dir))
     resumed = load_resume_state(ctx.env, payload["env"])
@@ -78,7 +121,8 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
     # reset, after the normalizer statistics are back, so its observation uses them
     loop = payload["loop"]
     ctx.obs = (obs_ops.apply(lambda t: t.to(ctx.device), loop["obs"]) if resumed
-               else ctx.env.reset(seed=cfg.seed + s.global_step))
+               else ctx.env.reset(seed=cfg.seed + s.global_step
+                                  + world.rank * ctx.env.spec.num_envs))
     starts = loop.get("episode_starts")  # restarted episodes: every row starts one (None)
     ctx.episode_starts = (starts.to(ctx.device, torch.bool) if resumed
                           and isinstance(starts, torch.Tensor) and starts.shape == (obs_ops.rows(ctx.obs),)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -11,10 +12,13 @@ import torch
 
 from rltrain import checkpoint
 from rltrain.config import TrainConfig, config_to_dict
+from rltrain.distributed import SOLO, Solo
 from rltrain.envs.make import env_state, load_env_state, make_env
+from rltrain.envs.normalize import running_statistics
 from rltrain.errors import EnvError
 from rltrain.evaluate import EvalInterrupted, eval_metrics, run_episodes
 from rltrain.loggers.base import build_loggers
+from rltrain.loggers.config import LoggerConfig
 from rltrain.loggers.console import ConsoleProgress
 from rltrain.loggers.norm_stats import normalizer_metrics
 from rltrain.registry import check_action_space, get_algo_spec
@@ -35,20 +39,26 @@ from rltrain.runner.messages import (
 from rltrain.runner.off_policy import run_off_policy
 from rltrain.runner.on_policy import run_on_policy
 from rltrain.runner.ownership import check_target, run_lock
-from rltrain.runner.resume import make_payload, restore
+from rltrain.runner.resume import make_payload, rank_part, restore, with_ranks
 from rltrain.runner.schedule import Schedule
 from rltrain.types import Metrics
 
 log = logging.getLogger("rltrain")
 
+NO_EVAL = {"mean_reward": float("nan"), "std_reward": float("nan"), "episodes": 0}
+"""The result of a run that has no evaluation (a stop before the first; ranks other than 0)."""
+
 
 class Runner:
     """Owns one training run. Pass `algo=` to train an algorithm built in Python, and
-    `resume_from=` (a loaded checkpoint payload) to continue a run where it stopped."""
+    `resume_from=` (a loaded checkpoint payload) to continue a run where it stopped.
+
+    Under torchrun (`collective`, see `rltrain/distributed.py`) every rank builds a Runner for
+    the same run folder; rank 0 alone writes it, logs, evaluates and checkpoints."""
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path | None = None, algo: Any = None,
                  callbacks: dict[str, list[Callback]] | None = None,
-                 resume_from: dict[str, Any] | None = None):
+                 resume_from: dict[str, Any] | None = None, collective: Solo = SOLO):
         self.cfg = cfg
         # the plain dict checkpoints store; built once (it took ~12 ms, half of each save)
         self.config_dict = config_to_dict(cfg)
@@ -60,17 +70,27 @@ class Runner:
         setup.seed_everything(cfg.seed)
         spec = get_algo_spec(cfg.algo.name)
         self.family = spec.family
+        self.collective, world = collective, collective.world
+        self.main = world.is_main
+        setup.check_data_parallel(cfg.algo.name, self.family, world.size)
         self.env = make_env(cfg.env, self.device, gamma=cfg.algo.gamma)
+        if world.size > 1:  # from here on every rank's normalizer additions are merged
+            for rms in running_statistics(self.env):
+                rms.share()
         check_action_space(cfg.algo.name, self.env.spec.action_kind, cfg.env.id)
         self.algo = algo if algo is not None else spec.build(cfg.algo, self.env.spec, self.device)
-        self.eval_env = make_env(cfg.env, self.device, num_envs=min(cfg.eval.num_envs, cfg.eval.episodes),
-                                 training=False)
+        if world.size > 1:  # same initial weights everywhere (same seed); own sampling per rank
+            self.algo.collective = collective
+            setup.seed_everything(cfg.seed + world.rank)
+        self.eval_env = (make_env(cfg.env, self.device, training=False,
+                                  num_envs=min(cfg.eval.num_envs, cfg.eval.episodes))
+                         if self.main else None)
         self.callbacks = setup.build_callbacks(callbacks)
         self.ctx = c = setup.build_context(cfg, self.family == "off_policy", self.env, self.algo,
-                                           self.device, self.fire, self.end_iteration)
+                                           self.device, self.fire, self.end_iteration, collective)
         self.state, self.episodes, self.timer, self.replay = c.state, c.episodes, c.timer, c.replay
         self.schedule = Schedule.every(cfg.eval.freq, cfg.checkpoint.freq, cfg.logger.log_freq)
-        self.stopper = GracefulStop(self.state, self.run_dir)
+        self.stopper = GracefulStop(self.state, self.run_dir, deferred=world.size > 1)
         self.resumed = resume_from is not None
         if resume_from is not None:
             restore(self.ctx, self.schedule, resume_from, self.cfg, self.run_dir)
@@ -90,20 +110,11 @@ class Runner:
         the first step to the last file written; a fault is one `TrainingError` line and the
         last good checkpoint stays in place.
         """
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        with run_lock(self.run_dir), self.stopper, disk_full_is_one_line(self.run_dir):
-            resume = self.cfg.resume or ("checkpoint" if self.resumed else None)
-            check_target(self.run_dir, resume, self.state.total_timesteps)
-            self.stopper.clear_stale_stop_file()
-            self.loggers = build_loggers(self.cfg.logger, self.run_dir,
-                                         purge_step=self.state.global_step, config=self.config_dict)
-            self.progress = ConsoleProgress(
-                self.state.total_timesteps, self.cfg.progress, self.cfg.logger.log_interval,
-                start=self.state.global_step, num_envs=self.env.spec.num_envs, timer=self.timer,
-                best=self.state.best_eval)
-            say_start(self.cfg, self.state.total_timesteps, self.env.spec.num_envs, self.device,
-                      self.run_dir)
-            say_encoders(self.cfg.algo, self.env.spec)
+        if self.main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = run_lock(self.run_dir) if self.main else contextlib.nullcontext()
+        with lock, self.stopper, disk_full_is_one_line(self.run_dir):
+            self._open_outputs()
             started = time.perf_counter()
             try:
                 result = self._train_and_finish()
@@ -111,15 +122,40 @@ class Runner:
                     self.loggers.log(final_metrics(result, self.state, time.perf_counter() - started),
                                      self.state.global_step)
             finally:
-                self.stopper.stop_file.unlink(missing_ok=True)  # a STOP file is always consumed
+                if self.main:
+                    self.stopper.stop_file.unlink(missing_ok=True)  # a STOP file is consumed
                 self.progress.close()
                 self.loggers.close()
                 self.env.close()
-                self.eval_env.close()
-                write_run_curve(self.run_dir)  # learning_curve.png; never raises
-        if "stopped" not in result:
+                if self.eval_env is not None:
+                    self.eval_env.close()
+                if self.main:
+                    write_run_curve(self.run_dir)  # learning_curve.png; never raises
+        if "stopped" not in result and self.main:
             say_done(result, self.state.global_step, self.paths.checkpoints)
         return result
+
+    def _open_outputs(self) -> None:
+        """Loggers, console progress and the start lines: rank 0's (the only one under
+        torchrun that writes the folder); other ranks get none and say nothing."""
+        cfg = self.cfg
+        if not self.main:
+            self.loggers = build_loggers(LoggerConfig(csv=False), self.run_dir)
+            self.progress = ConsoleProgress(self.state.total_timesteps, "off", 1e9)
+            return
+        resume = cfg.resume or ("checkpoint" if self.resumed else None)
+        check_target(self.run_dir, resume, self.state.total_timesteps)
+        self.stopper.clear_stale_stop_file()
+        self.loggers = build_loggers(cfg.logger, self.run_dir, purge_step=self.state.global_step,
+                                     config=self.config_dict)
+        envs = self.env.spec.num_envs * self.collective.world.size
+        self.progress = ConsoleProgress(
+            self.state.total_timesteps, cfg.progress, cfg.logger.log_interval,
+            start=self.state.global_step, num_envs=envs, timer=self.timer,
+            best=self.state.best_eval)
+        say_start(cfg, self.state.total_timesteps, envs, self.device, self.run_dir,
+                  self.collective.world.size)
+        say_encoders(cfg.algo, self.env.spec)
 
     def _train_and_finish(self) -> dict[str, Any]:
         """The family's loop, the final evaluation and the final checkpoints (or a stop)."""
@@ -133,7 +169,8 @@ class Runner:
             if self.state.stop:
                 return self._stopped()
             last = self.state.last_eval
-            result = last if last and last.get("step") == self.state.global_step else self.evaluate()
+            result = (last if last and last.get("step") == self.state.global_step
+                      else self.evaluate() if self.main else dict(NO_EVAL))
         except EvalInterrupted:  # a stop arrived during an evaluation: it is abandoned
             return self._stopped()
         except EnvError as exc:
@@ -151,27 +188,32 @@ class Runner:
         """Save `latest.pt` after a requested stop and tell the user how to continue."""
         self.save(self.paths.latest)
         say_stopped(self.state.stop_reason or "callback", self.state.global_step, self.run_dir)
-        last = dict(self.state.last_eval or {"mean_reward": float("nan"), "std_reward": float("nan"),
-                                             "episodes": 0})
+        last = dict(self.state.last_eval or NO_EVAL)
         last["stopped"] = self.state.stop_reason or "callback"
         return last
 
     def end_iteration(self) -> None:
         """The loops' hook after each update: check, log, evaluate and checkpoint when due."""
         step = self.state.global_step
-        check_metrics(self.state.metrics, step)
-        if self.schedule.due_log(step):
+        check_metrics(self.state.metrics, step)  # torchrun: metrics are the ranks' means
+        if self.schedule.due_log(step) and self.main:
             with self.timer("log"):
                 self.loggers.log(self._train_metrics(step), step)
         self.progress.update(step, self.episodes.mean_return)
         if self.schedule.due_eval(step):
-            self.evaluate()
+            if self.main:
+                self.evaluate()
             self.save(self.paths.latest)
         if self.schedule.due_ckpt(step):
             self.save(self.paths.periodic(step), periodic=True)
             self.save(self.paths.latest)
-        self.stopper.check_stop_file()
+        if self.main:
+            self.stopper.check_stop_file()
         self.fire("post_iteration")
+        # torchrun: every rank stops at this step if any asked to (a signal, STOP, a callback)
+        self.state.stop = self.collective.any_(self.state.stop or self.stopper.pending)
+        if self.state.stop and not self.state.stop_reason:
+            self.state.stop_reason = "a stop on another rank"
 
     def _train_metrics(self, step: int) -> Metrics:
         """What a log row holds: the update's metrics, episodes, normalizer, timings and speed."""
@@ -187,26 +229,34 @@ class Runner:
         """Deterministic episodes on the eval env; keeps `best.pt` up to date."""
         load_env_state(self.eval_env, env_state(self.env))
         cfg = self.cfg.eval
+        # torchrun: an evaluation is never cut short (the other ranks wait for its checkpoint)
+        stop = self.stopper.requested if self.collective.world.size == 1 else None
         with self.timer("eval"):
             result = run_episodes(self.algo.policy, self.eval_env, cfg.episodes, cfg.deterministic,
-                                  seed=self.cfg.seed + cfg.seed_offset, stop=self.stopper.requested)
+                                  seed=self.cfg.seed + cfg.seed_offset, stop=stop)
         result["step"] = step = self.state.global_step
         self.state.last_eval = result
         self.loggers.log(eval_metrics(result), step)
         finite = say_eval(result, step)
         if finite and result["mean_reward"] > self.state.best_eval:  # a NaN is never "best"
             self.state.best_eval = result["mean_reward"]
-            self.save(self.paths.best)
+            self.save(self.paths.best, gather=False)  # rank 0 alone evaluates
         self.progress.eval_done(result["mean_reward"], result["std_reward"], step,
                                 self.state.best_eval)
         return result
 
-    def save(self, path: Path, periodic: bool = False) -> Path:
-        """Write a checkpoint to `path` (one of `self.paths`); never one with non-finite weights."""
+    def save(self, path: Path, periodic: bool = False, gather: bool = True) -> Path:
+        """Write a checkpoint to `path` (one of `self.paths`); never one with non-finite weights.
+        Under torchrun every rank calls it (`gather`: their own parts go in), rank 0 writes."""
         with self.timer("checkpoint"):
             check_weights(self.algo, self.state.global_step)
             payload = make_payload(self.ctx, self.schedule, self.config_dict,
                                    self.cfg.checkpoint.save_buffer)
+            if self.collective.world.size > 1:  # every rank's own envs, loop and generators
+                parts = self.collective.gather(rank_part(payload)) if gather else None
+                if not self.main:
+                    return path
+                payload = with_ranks(payload, parts, self.collective.world.size)
             path = checkpoint.save(payload, path)
             if periodic:
                 checkpoint.prune(self.paths.checkpoints, self.cfg.checkpoint.keep_last)

@@ -12,8 +12,10 @@ import numpy as np
 import torch
 
 from rltrain.config import TrainConfig
+from rltrain.distributed import SOLO, Solo
 from rltrain.envs.extras import set_log_keys
 from rltrain.envs.vec_env import VecEnv
+from rltrain.errors import UserError
 from rltrain.runner.callbacks import Callback, Callbacks, LoopState
 from rltrain.runner.context import LoopContext
 from rltrain.runner.episodes import EpisodeTracker
@@ -35,6 +37,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def check_data_parallel(algo: str, family: str, ranks: int) -> None:
+    """Refuse, in one line, an off-policy algorithm under torchrun with more than one rank."""
+    if ranks > 1 and family != "on_policy":
+        raise UserError(
+            f"algo={algo} is off-policy: rltrain trains it in one process (its replay and its "
+            f"gradient steps per env step do not split across ranks); under torchrun use PPO or "
+            f"A2C, or run several {algo} runs at once with a sweep launcher "
+            f"(hydra/launcher=joblib, submitit or ray)")
+
+
 def default_run_dir() -> Path:
     """`outputs/<YYYY-MM-DD>/<HH-MM-SS>` in the current folder (the Hydra layout)."""
     now = datetime.now()
@@ -51,14 +63,16 @@ def build_callbacks(by_event: dict[str, list[Callback]] | None) -> Callbacks:
 
 
 def build_context(cfg: TrainConfig, off_policy: bool, env: VecEnv, algo: Any, device: torch.device,
-                  fire: Callable[[str], None], end_iteration: Callable[[], None]) -> LoopContext:
+                  fire: Callable[[str], None], end_iteration: Callable[[], None],
+                  collective: Solo = SOLO) -> LoopContext:
     """A fresh run's LoopContext: step 0, no episodes yet, the replay buffer (off-policy), the
-    first observation (reset with `cfg.seed`)."""
+    first observation (reset with `cfg.seed`; rank r of a torchrun job with
+    `cfg.seed + r * num_envs`, so that env i of rank r gets seed + r * num_envs + i)."""
     episodes = EpisodeTracker(extra_keys=cfg.logger.extra_log_keys)
     set_log_keys(env, cfg.logger.extra_log_keys)
-    obs = env.reset(seed=cfg.seed)
+    obs = env.reset(seed=cfg.seed + collective.world.rank * env.spec.num_envs)
     dtypes = {k: t.dtype for k, t in obs.items()} if isinstance(obs, dict) else obs.dtype
     replay = make_replay(env.spec, cfg.algo, device, dtypes) if off_policy else None
     return LoopContext(env, algo, cfg.algo, LoopState(total_timesteps=int(cfg.total_timesteps)),
-                       episodes, SectionTimer(), device, obs=obs, fire=fire,
+                       episodes, SectionTimer(), device, obs=obs, fire=fire, collective=collective,
                        end_iteration=end_iteration, replay=replay)
