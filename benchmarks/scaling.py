@@ -2,7 +2,11 @@
 settings (weak scaling), side by side in one run, plus the cost of the gradient all-reduce.
 
     python benchmarks/scaling.py                                  # LunarLander-v3, 1 vs 2 ranks
-    python benchmarks/scaling.py --env HalfCheetah-v5 --steps 131072 --ranks 1 2
+    python benchmarks/scaling.py --env HalfCheetah-v5 --steps 131072 --variants "preset"
+
+Two settings by default: the tuned preset (minibatches of 64: 1,024 optimizer steps, so 1,024
+all-reduces, per 16,384-step rollout of each rank) and the same with minibatches of 1,024
+(64 per rollout), where the envs, not the all-reduces, take most of the time.
 
 Each configuration is a real `torchrun --standalone -m rltrain` process (gloo on CPU) training
 `--steps` env steps per rank; env steps/s is the run's env steps over its training seconds
@@ -72,13 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", nargs="*", type=int, default=[1, 2])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("extra", nargs="*", help="more overrides for every run")
+    parser.add_argument("--variants", nargs="*", default=["preset", "algo.batch_size=1024"],
+                        help="settings to compare: 'preset', or overrides separated by spaces")
     args = parser.parse_args(argv)
-    rows = [run(args.env, r, args.steps, args.seed, args.extra) for r in args.ranks]
+    rows = []
+    for variant in args.variants:
+        extra = [] if variant == "preset" else variant.split()
+        runs = [run(args.env, r, args.steps, args.seed, extra) for r in args.ranks]
+        for row in runs:
+            row["settings"], row["speedup"] = variant, row["steps_per_s"] / runs[0]["steps_per_s"]
+        rows += runs
     cost = allreduce_cost(args.env)
-    base = rows[0]["steps_per_s"]
-    for row in rows:
-        row["speedup"] = row["steps_per_s"] / base
     result = {"env": args.env, "steps_per_rank": args.steps, "rows": rows, "allreduce": cost,
               "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"}
     out = Path(args.out)
@@ -87,10 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"PPO on {args.env} under torchrun (gloo, CPU), {args.steps:,} env steps per rank, "
              f"seed {args.seed}, {result['machine']}; target: 2 ranks >= {TARGET}x the env "
              f"steps/s of 1.", "",
-             "| ranks | env steps | training s | env steps/s | speedup | final return |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| {r['ranks']} | {r['env_steps']:,} | {r['seconds']:.1f} | {r['steps_per_s']:,.0f} "
-              f"| {r['speedup']:.2f}x | {r['final_return']:.1f} |" for r in rows]
+             "| settings | ranks | env steps | training s | env steps/s | speedup | final return |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['settings']} | {r['ranks']} | {r['env_steps']:,} | {r['seconds']:.1f} | "
+              f"{r['steps_per_s']:,.0f} | {r['speedup']:.2f}x | {r['final_return']:.1f} |"
+              for r in rows]
     lines += ["", f"Gradient all-reduce between 2 ranks ({cost['numel']:,} float32 values, one "
                   f"flat tensor): {cost['us_per_call']:.0f} µs per optimizer step "
                   f"(mean of {cost['calls']:,} calls)."]

@@ -64,6 +64,10 @@ class Solo:
         """(mean, std) of the union of every rank's `x` (torch.std's n - 1 denominator)."""
         return x.mean(), x.std()
 
+    def moments_many(self, xs: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """`moments` of each of `xs`, in one collective."""
+        return [(x.mean(), x.std()) for x in xs]
+
     def any_(self, flag: bool) -> bool:
         """True when `flag` is true on any rank."""
         return flag

@@ -60,6 +60,21 @@ class ProcessGroup(Solo):
         return (torch.tensor(mean, dtype=x.dtype, device=x.device),
                 torch.tensor(var ** 0.5, dtype=x.dtype, device=x.device))
 
+    def moments_many(self, xs: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        if not xs:
+            return []
+        sums = torch.stack([torch.stack([x.detach().double().sum(), x.detach().double().pow(2).sum(),
+                                         torch.tensor(float(x.numel()), dtype=torch.float64,
+                                                      device=x.device)]) for x in xs])
+        rows = self._all_reduce(sums.to(self.device)).tolist()
+        out = []
+        for x, (total, squares, n) in zip(xs, rows, strict=True):
+            mean = total / n
+            var = max(squares - n * mean * mean, 0.0) / max(n - 1.0, 1.0)
+            out.append((torch.tensor(mean, dtype=x.dtype, device=x.device),
+                        torch.tensor(var ** 0.5, dtype=x.dtype, device=x.device)))
+        return out
+
     def any_(self, flag: bool) -> bool:
         return bool(self._all_reduce(torch.tensor([float(flag)], device=self.device)).item() > 0)
 

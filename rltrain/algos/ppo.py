@@ -166,8 +166,13 @@ class PPO:
         recorded = self.memory.take() if self.recurrent else None
         rows: list[torch.Tensor] = []
         for _ in range(cfg.n_epochs):
-            epoch = [self._minibatch_step(batch, idx, seq)
-                     for idx, seq in self._minibatches(obs_ops.rows(batch.obs), recorded)]
+            minibatches = self._minibatches(obs_ops.rows(batch.obs), recorded)
+            # the advantages' mean and std per minibatch, over every rank's minibatch under
+            # torchrun: one collective per epoch, not one per minibatch
+            moments = (self.collective.moments_many([batch.advantages[i] for i, _ in minibatches])
+                       if cfg.normalize_advantage else [None] * len(minibatches))
+            epoch = [self._minibatch_step(batch, idx, seq, m)
+                     for (idx, seq), m in zip(minibatches, moments, strict=True)]
             rows += epoch
             if cfg.target_kl is not None:  # one host sync per epoch, only when early stopping
                 kl = torch.stack(epoch)[:, _METRICS.index("train/approx_kl")].mean()
@@ -184,14 +189,15 @@ class PPO:
         return metrics
 
     def _minibatch_step(self, batch: RolloutBatch, idx: torch.Tensor,
-                        seq: SequenceBatch | None = None) -> torch.Tensor:
+                        seq: SequenceBatch | None = None,
+                        moments: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """One gradient step on the rows `idx` (recurrent: the rows of the sequences `seq`);
         returns the `_METRICS` values as one tensor."""
         obs, actions = obs_ops.take(batch.obs, idx), batch.actions[idx]
         old_log_prob, old_values = batch.log_probs[idx], batch.values[idx]
         adv, returns = batch.advantages[idx], batch.returns[idx]
-        if self.cfg.normalize_advantage and adv.numel() > 1:  # over every rank's minibatch
-            mean, std = self.collective.moments(adv)
+        if moments is not None and adv.numel() > 1:  # normalize_advantage (see `update`)
+            mean, std = moments
             adv = (adv - mean) / (std + 1e-8)
         masks = None if batch.action_masks is None else batch.action_masks[idx]
         dist, values = self._forward(obs, masks, seq)  # masked: loss and entropy over valid actions
