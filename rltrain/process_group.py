@@ -23,9 +23,14 @@ class ProcessGroup(Solo):
 
     def __init__(self, world: World, backend: str):
         self.world, self.dist = world, dist
-        timeout = float(os.environ.get(TIMEOUT_ENV, "600"))
+        timeout = datetime.timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, "600")))
         if not dist.is_initialized():
-            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+            # torchrun's store outlives a restarted group: under a prefix of this attempt, the
+            # ranks never read the addresses of the attempt before (gloo: "Connection refused")
+            store, rank, size = next(dist.rendezvous("env://", timeout=timeout))
+            attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+            dist.init_process_group(backend, store=dist.PrefixStore(f"rltrain/{attempt}", store),
+                                    rank=rank, world_size=size, timeout=timeout)
         self.device = (torch.device("cuda", world.local_rank) if backend == "nccl"
                        else torch.device("cpu"))
 

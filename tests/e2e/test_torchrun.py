@@ -125,10 +125,11 @@ def test_off_policy_under_torchrun_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "outputs").exists()
 
 
-def _start(args: list[str], cwd: Path) -> subprocess.Popen:
+def _start(args: list[str], cwd: Path, *launcher: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "RLTRAIN_DIST_TIMEOUT": "30"}
-    return subprocess.Popen([*TORCHRUN, "--nproc_per_node=2", "-m", "rltrain", *PPO, *args],
+    return subprocess.Popen([*TORCHRUN, *launcher, "--nproc_per_node=2", "-m", "rltrain", *PPO,
+                             *args],
                             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
 
@@ -177,3 +178,20 @@ def test_a_killed_rank_ends_the_job_within_a_minute_with_a_loadable_checkpoint(t
     assert time.monotonic() - killed < 60
     assert proc.returncode != 0
     assert checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")["world"]["size"] == 2
+
+
+def test_with_max_restarts_the_restarted_group_resumes_the_same_run(tmp_path):
+    """torchrun's store outlives the killed group: the restarted ranks must not read the old
+    ranks' addresses from it (they did, before the process group got a per-attempt prefix)."""
+    proc = _start(["total_timesteps=3072", "checkpoint.freq=512", "hydra.run.dir=run"],
+                  tmp_path, "--max-restarts=1")
+    _wait_for(tmp_path / "run" / "checkpoints" / "latest.pt", proc)
+    os.kill(_rank_pid(1, tmp_path / "run"), signal.SIGKILL)
+    _, err = proc.communicate(timeout=150)
+    assert proc.returncode == 0, "\n".join(
+        line for line in err.splitlines() if "rltrain" in line or "rank" in line)[-3000:]
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert "exactly" in log and "resuming" in log  # from latest.pt, not from scratch
+    assert checkpoint.load(tmp_path / "run" / "checkpoints" / "final.pt")[
+        "counters"]["global_step"] == 3072
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs", "run"]  # outputs/.torchrun
