@@ -19,6 +19,7 @@ from rltrain.evaluate import evaluate
 from rltrain.nets.encoder import OneHot
 from rltrain.registry import ALGOS
 from rltrain.runner.runner import Runner
+from tests.envs.small_runs import small_run
 
 TRUSTED = NamedCode(frozenset({"tests.envs.space_envs"}))  # as env.import= on the command line
 ENVS = ["DiscreteObs", "MultiDiscreteObs", "MultiBinaryObs"]
@@ -26,19 +27,7 @@ NVEC = {"DiscreteObs": (4,), "MultiDiscreteObs": (3, 4), "MultiBinaryObs": (2, 2
 
 
 def overrides(env_class: str, algo: str, steps: int = 192, *extra: str) -> list[str]:
-    box = "discrete" not in ALGOS[algo].action_kinds
-    out = [f"algo={algo}", f"env.id=tests.envs.space_envs:{env_class}", "env.num_envs=2",
-           f"total_timesteps={steps}", "algo.hidden_sizes=[16]", "eval.episodes=2",
-           "eval.num_envs=2", "logger=none", "progress=off", f"checkpoint.freq={steps // 2}",
-           *(["+env.kwargs.box=true"] if box else [])]
-    if algo == "ppo":
-        out += ["algo.n_steps=16", "algo.batch_size=16", "algo.n_epochs=2"]
-    elif algo == "a2c":
-        out += ["algo.n_steps=8"]
-    else:
-        out += ["algo.learning_starts=32", "algo.batch_size=16", "algo.buffer_size=500",
-                "checkpoint.save_buffer=true", *(["algo.train_freq=4"] if algo == "dqn" else [])]
-    return out + list(extra)
+    return small_run(algo, f"tests.envs.space_envs:{env_class}", steps, *extra)
 
 
 def final_weights(run_dir) -> dict[str, torch.Tensor]:

@@ -23,32 +23,20 @@ from rltrain.nets.spec import resolve_nets
 from rltrain.registry import ALGOS
 from rltrain.runner.runner import Runner
 from tests.envs.dict_envs import CueTask
+from tests.envs.small_runs import small_run
 from tests.envs.test_categorical_obs import final_weights
 
 TRUSTED = NamedCode(frozenset({"tests.envs.dict_envs"}))  # as env.import= on the command line
-ENV = "env.id=tests.envs.dict_envs:CueTask"
 FORMS = {"dict": ["+env.kwargs.nested=true"], "tuple": ["+env.kwargs.tuple=true"]}
 KEYS = {"dict": ["body.pos", "cue"], "tuple": ["0", "1"]}
 
 
 def overrides(algo: str, steps: int = 192, *extra: str) -> list[str]:
-    box = "discrete" not in ALGOS[algo].action_kinds
-    out = ["algo=" + algo, ENV, "env.num_envs=2", f"total_timesteps={steps}",
-           "algo.hidden_sizes=[16]", "eval.episodes=2", "eval.num_envs=2", "logger=none",
-           "progress=off", f"checkpoint.freq={steps // 2}",
-           *(["+env.kwargs.box=true"] if box else [])]
-    if algo in ("ppo", "ppo_lstm"):
-        out += ["algo.n_steps=16", "algo.batch_size=16", "algo.n_epochs=2"]
-    elif algo == "a2c":
-        out += ["algo.n_steps=8"]
-    else:
-        out += ["algo.learning_starts=32", "algo.batch_size=16", "algo.buffer_size=500",
-                "checkpoint.save_buffer=true", *(["algo.train_freq=4"] if algo == "dqn" else [])]
-    return out + list(extra)
+    return small_run(algo, "tests.envs.dict_envs:CueTask", steps, *extra)
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))
-@pytest.mark.parametrize("algo", sorted(ALGOS))
+@pytest.mark.parametrize("algo", [*sorted(ALGOS), "ppo_lstm"])
 def test_every_algo_trains_evaluates_reloads_and_resumes_on_dict_and_tuple_obs(algo, form,
                                                                                tmp_path):
     cfg = compose_train_config(overrides(algo, 192, *FORMS[form]))
