@@ -19,6 +19,7 @@ import torch
 
 from rltrain import checkpoint
 from rltrain.evaluate import evaluate
+from rltrain.export.command import export_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
@@ -59,6 +60,8 @@ def test_two_ranks_train_one_run_in_one_folder_and_resume_exactly(tmp_path):
     assert final["counters"]["global_step"] == 1024
     # eval and export need no torchrun
     assert evaluate(run / "checkpoints" / "final.pt", episodes=2, write=False)["episodes"] == 2
+    exported = export_policy(run / "checkpoints" / "final.pt", "torchscript", check_samples=200)
+    assert exported["ok"], exported
     # resume a copy from its halfway checkpoint, same world size: the same final weights
     copy = tmp_path / "copy"
     shutil.copytree(run, copy)
