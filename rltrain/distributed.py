@@ -84,6 +84,9 @@ class Solo:
         """Rank 0's `obj`, on every rank."""
         return obj
 
+    def broadcast_(self, tensors: list[torch.Tensor]) -> None:
+        """Overwrite `tensors` with rank 0's, in place (one flat broadcast)."""
+
     def mean_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
         """Each metric averaged over the ranks that report it."""
         return metrics

@@ -108,6 +108,20 @@ class ProcessGroup(Solo):
             raise lost_peer(self.world, exc) from exc
         return box[0]
 
+    def broadcast_(self, tensors: list[torch.Tensor]) -> None:
+        if not tensors:
+            return
+        flat = torch.cat([t.detach().reshape(-1) for t in tensors]).to(self.device)
+        try:
+            self.dist.broadcast(flat, src=0)
+        except RuntimeError as exc:
+            raise lost_peer(self.world, exc) from exc
+        offset = 0
+        with torch.no_grad():
+            for t in tensors:
+                t.copy_(flat[offset:offset + t.numel()].view_as(t))
+                offset += t.numel()
+
     def mean_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
         rows: list[dict[str, float]] = [{} for _ in range(self.world.size)]
         try:

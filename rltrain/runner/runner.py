@@ -79,8 +79,9 @@ class Runner:
                 rms.share()
         check_action_space(cfg.algo.name, self.env.spec.action_kind, cfg.env.id)
         self.algo = algo if algo is not None else spec.build(cfg.algo, self.env.spec, self.device)
-        if world.size > 1:  # same initial weights everywhere (same seed); own sampling per rank
+        if world.size > 1:  # rank 0's initial weights everywhere; own sampling per rank
             self.algo.collective = collective
+            collective.broadcast_(list(self.algo.policy.parameters()))
             setup.seed_everything(cfg.seed + world.rank)
         self.eval_env = (make_env(cfg.env, self.device, training=False,
                                   num_envs=min(cfg.eval.num_envs, cfg.eval.episodes))
