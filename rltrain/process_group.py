@@ -56,14 +56,7 @@ class ProcessGroup(Solo):
         return (self._all_reduce(out) / self.world.size).to(value.device, value.dtype)
 
     def moments(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x64 = x.detach().to(torch.float64)
-        sums = torch.stack([x64.sum(), x64.pow(2).sum(),
-                            torch.tensor(float(x.numel()), dtype=torch.float64, device=x.device)])
-        total, squares, n = self._all_reduce(sums.to(self.device)).tolist()
-        mean = total / n
-        var = max(squares - n * mean * mean, 0.0) / max(n - 1.0, 1.0)
-        return (torch.tensor(mean, dtype=x.dtype, device=x.device),
-                torch.tensor(var ** 0.5, dtype=x.dtype, device=x.device))
+        return self.moments_many([x])[0]
 
     def moments_many(self, xs: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         if not xs:
