@@ -1,6 +1,6 @@
 """One-line checks of config values: numbers in range, seeds, devices (each raises `UserError`).
 
-The config dataclasses (`rltrain/config.py`, `rltrain/algos/*.py`) call these from their
+The config dataclasses (`rltrain/config.py`, `rltrain/algos/configs/*.py`) call these from their
 `validate` methods, so a meaningless value (a NaN learning rate, a discount of 2, a GPU this
 machine lacks) stops the command before anything is built or written.
 """
@@ -8,6 +8,7 @@ machine lacks) stops the command before anything is built or written.
 from __future__ import annotations
 
 import math
+import re
 
 from rltrain.errors import UserError
 
@@ -15,6 +16,8 @@ SEED_MAX = 2**32 - 1
 """Largest seed: `np.random.seed` takes [0, 2**32 - 1]; torch and gymnasium take more, so the
 derived seeds (`seed + i` for env i, `seed + 10000` for evaluation) may go past it."""
 _DEVICES = "choose cpu, cuda, cuda:N, mps or auto"
+_DEVICE = re.compile(r"(cpu|cuda|mps)(?::(0|[1-9][0-9]*))?")
+"""The device names of `_DEVICES` as `torch.device` spells them (an index: no sign, no 0 prefix)."""
 
 
 def check_positive(key: str, value: float | None) -> None:
@@ -53,24 +56,24 @@ def check_seed(key: str, value: int, count: int = 1) -> None:
 
 def check_device(key: str, name: str, here: bool = True) -> None:
     """Raise `UserError` unless `name` is a torch device rltrain runs on (cpu, cuda[:N], mps,
-    auto) and, when `here`, one this machine has."""
-    import torch
-
+    auto) and, when `here`, one this machine has. The name is read as `torch.device` reads it,
+    without torch: only a GPU name checked `here` imports it, to ask whether the GPU exists."""
     if name == "auto":
         return
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError, ValueError):
-        raise UserError(f"{key}={name}: {_DEVICES}") from None
-    if device.type not in ("cpu", "cuda", "mps"):
+    match = _DEVICE.fullmatch(str(name))
+    if match is None:
         raise UserError(f"{key}={name}: {_DEVICES}")
-    if not here:
+    kind, index = match.group(1), match.group(2)
+    if not here or kind == "cpu":
         return
-    if device.type == "cuda":
-        _check_cuda(key, name, device.index)
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise UserError(f"{key}={name}: MPS is not available "
-                        f"(torch.backends.mps.is_available() is False); use {key}=cpu")
+    if kind == "cuda":
+        _check_cuda(key, name, None if index is None else int(index))
+    if kind == "mps":
+        import torch
+
+        if not torch.backends.mps.is_available():
+            raise UserError(f"{key}={name}: MPS is not available "
+                            f"(torch.backends.mps.is_available() is False); use {key}=cpu")
 
 
 def _check_cuda(key: str, name: str, index: int | None) -> None:

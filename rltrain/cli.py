@@ -98,6 +98,12 @@ def train_command(argv: list[str]) -> None:
     check_plugins(argv)  # a missing sweeper/launcher plugin: one line naming the extra
     if any(a.split("=")[0] in HYDRA_FLAGS for a in argv):
         register_options(argv)  # --help, --cfg ...: Hydra composes, nothing runs
+        from rltrain.help import app_help
+
+        text = app_help(argv)  # --help without Hydra's slow group listing
+        if text is not None:
+            print(text)
+            return
     else:  # validated once, here; a single run's Hydra job reuses the result
         compose_train_config(argv, normalized=True)
     extra = resume_run_dir(argv)

@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from rltrain.algos.base import AlgoConfig, OffPolicyConfig  # noqa: F401  (moved; re-exported)
+from rltrain.algos.configs.base import AlgoConfig, OffPolicyConfig  # noqa: F401  (moved; re-exported)
 from rltrain.checks import (
     check_device,
     check_fraction,

@@ -97,23 +97,18 @@ def _register_env_options(cs: Any, env_ids: Iterable[str] | None) -> None:
     ids are registered on demand; `env=module:EnvId` too: its module is imported, and checked,
     when the config is). `tuned=<algo>_<option>` forwards to the preset of `preset_env_name`,
     so both spellings, and every Atari game, get their preset."""
-    import gymnasium as gym
-
-    from rltrain.envs.families import register_on_demand
-
     env_yamls = _yaml_names("env")
     tuned = _yaml_names("tuned")
     for short, gym_id in ENV_ALIASES.items():
         if short not in env_yamls:
-            _store(cs, "env", short, EnvConfig(id=gym_id))
+            _store(cs, "env", short, _env_node(gym_id))
         _store_option(cs, "env", gym_id, {"defaults": [f"/env/{short}@_here_"]})
-    for env_id in env_ids or ():
-        register_on_demand(env_id)  # ALE/ ids: only when named, as importing ale-py is slow
-    named = [i for i in env_ids or () if i in gym.registry or ":" in i]
+    env_ids = None if env_ids is None else list(env_ids)
+    named = _known_ids(env_ids)
     aliased = set(ENV_ALIASES.values())
-    for gym_id in gym.registry if env_ids is None else named:
+    for gym_id in named:
         if gym_id not in aliased and gym_id not in env_yamls:
-            _store_option(cs, "env", gym_id, EnvConfig(id=gym_id))
+            _store_option(cs, "env", gym_id, _env_node(gym_id))
     # preset forwards only for the options named (all of them when every id is stored)
     named_options = {*ENV_ALIASES, *aliased} if env_ids is None else {*named, *env_ids}
     for option in named_options:
@@ -123,3 +118,26 @@ def _register_env_options(cs: Any, env_ids: Iterable[str] | None) -> None:
                 algo = preset[: -len(env_name) - 1]
                 _store_option(cs, "tuned", f"{algo}_{option}", {"defaults": ["/tuned/" + preset]},
                               package="_global_")
+
+
+def _env_node(gym_id: str) -> dict[str, Any]:
+    """The option of an env id with no YAML of its own: `EnvConfig` with that id, written as a
+    YAML in conf/env/ would be (a small dict stores and composes faster than the dataclass)."""
+    return {"defaults": ["env_schema", "_self_"], "id": gym_id}
+
+
+def _known_ids(env_ids: list[str] | None) -> list[str]:
+    """Every registered gymnasium id (`env_ids` None), else the ids of `env_ids` that gymnasium
+    knows or that name a module (`module:EnvId`). gymnasium is imported only when there is an id
+    to look up: `rltrain --help`, and a command line without `env=`, never pay for it."""
+    if env_ids == []:
+        return []
+    import gymnasium as gym
+
+    from rltrain.envs.families import register_on_demand
+
+    if env_ids is None:
+        return list(gym.registry)
+    for env_id in env_ids:
+        register_on_demand(env_id)  # ALE/ ids: only when named, as importing ale-py is slow
+    return [i for i in env_ids if i in gym.registry or ":" in i]

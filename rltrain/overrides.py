@@ -32,10 +32,11 @@ def check_composed(cfg: DictConfig) -> TrainConfig:
     """The validated `TrainConfig` of a composed config, once the packages of the chosen loggers
     are known to be installed and the env to resolve (without building it)."""
     from rltrain.config import to_train_config
-    from rltrain.envs.make import check_env
-    from rltrain.loggers.base import check_backends
 
     train_cfg = to_train_config(cfg)
+    from rltrain.envs.check import check_env  # gymnasium: imported for a valid config only
+    from rltrain.loggers.base import check_backends
+
     check_backends(train_cfg.logger)
     check_env(train_cfg.env)  # imports what env.id / env.imports name: a bad one fails here
     return train_cfg
@@ -104,9 +105,11 @@ def preset_overrides(argv: list[str]) -> list[str]:
 def env_choices(argv: list[str]) -> list[str]:
     """Every value given to the `env` group on a command line, sweeps included. The modules of
     `env.imports=` are imported first, so that the ids they register count as gymnasium ids."""
-    from rltrain.envs.custom import import_modules
+    modules = _env_imports(argv)
+    if modules:  # gymnasium comes with envs.custom: only a command line that names modules pays
+        from rltrain.envs.custom import import_modules
 
-    import_modules(_env_imports(argv))
+        import_modules(modules)
     values: list[str] = []
     for arg in argv:
         if not arg.startswith(("env=", "+env=")):
@@ -134,13 +137,18 @@ def _env_imports(argv: list[str]) -> list[str]:
     return names
 
 
-def compose_checked(config_name: str, overrides: list[str]) -> DictConfig:
-    """`hydra.compose` of a packaged config, with errors turned into one-line `UserError`s."""
+def compose_checked(config_name: str, overrides: list[str], *,
+                    with_hydra: bool = False) -> DictConfig:
+    """`hydra.compose` of a packaged config, with errors turned into one-line `UserError`s
+    (`with_hydra`: with its `hydra` node, which `rltrain --help` reads)."""
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="rltrain.conf", version_base="1.3"):
-            cfg = compose(config_name=config_name, overrides=overrides)
-            missing = sorted(OmegaConf.missing_keys(cfg))
+            cfg = compose(config_name=config_name, overrides=overrides,
+                          return_hydra_config=with_hydra)
+            app = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]) \
+                if with_hydra else cfg
+            missing = sorted(OmegaConf.missing_keys(app))
     except Exception as exc:
         raise UserError(explain(exc)) from exc
     finally:

@@ -1,5 +1,9 @@
 """Literal name -> spec tables. Adding an algorithm is one line in `ALGOS` (and its traits in
-`catalog.ALGO_TRAITS`); nothing registers on import."""
+`catalog.ALGO_TRAITS`); nothing registers on import.
+
+Importing this module imports no torch: `ALGOS` holds the torch-free config classes of
+`algos/configs/`, and each built-in builder imports its algorithm module (and torch with it) only
+when a run builds one, so composing, validating and `rltrain --help` never pay for torch."""
 
 from __future__ import annotations
 
@@ -7,7 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rltrain.algos import a2c, ddpg, dqn, ppo, sac, td3
+from rltrain.algos.configs.a2c import A2CConfig
+from rltrain.algos.configs.ddpg import DDPGConfig
+from rltrain.algos.configs.dqn import DQNConfig
+from rltrain.algos.configs.ppo import PPOConfig
+from rltrain.algos.configs.sac import SACConfig
+from rltrain.algos.configs.td3 import TD3Config
 from rltrain.catalog import ALGO_TRAITS, SPACE_NAMES
 from rltrain.errors import UserError
 from rltrain.text import closest
@@ -23,14 +32,51 @@ class AlgoSpec:
     action_kinds: tuple[str, ...]  # action spaces it handles: "discrete", "box", "multi_*"
 
 
+# The built-in builders: each imports its algorithm module on its first call.
+def _build_ppo(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
+    from rltrain.algos import ppo
+
+    return ppo.build(cfg, spec, device)
+
+
+def _build_a2c(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
+    from rltrain.algos import a2c
+
+    return a2c.build(cfg, spec, device)
+
+
+def _build_dqn(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
+    from rltrain.algos import dqn
+
+    return dqn.build(cfg, spec, device)
+
+
+def _build_ddpg(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
+    from rltrain.algos import ddpg
+
+    return ddpg.build(cfg, spec, device)
+
+
+def _build_td3(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
+    from rltrain.algos import td3
+
+    return td3.build(cfg, spec, device)
+
+
+def _build_sac(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
+    from rltrain.algos import sac
+
+    return sac.build(cfg, spec, device)
+
+
 # family and action spaces come from `catalog.ALGO_TRAITS` (torch-free, read by `rltrain list`)
 ALGOS: dict[str, AlgoSpec] = {
-    "ppo": AlgoSpec(ppo.PPOConfig, ppo.build, *ALGO_TRAITS["ppo"]),
-    "a2c": AlgoSpec(a2c.A2CConfig, a2c.build, *ALGO_TRAITS["a2c"]),
-    "dqn": AlgoSpec(dqn.DQNConfig, dqn.build, *ALGO_TRAITS["dqn"]),
-    "ddpg": AlgoSpec(ddpg.DDPGConfig, ddpg.build, *ALGO_TRAITS["ddpg"]),
-    "td3": AlgoSpec(td3.TD3Config, td3.build, *ALGO_TRAITS["td3"]),
-    "sac": AlgoSpec(sac.SACConfig, sac.build, *ALGO_TRAITS["sac"]),
+    "ppo": AlgoSpec(PPOConfig, _build_ppo, *ALGO_TRAITS["ppo"]),
+    "a2c": AlgoSpec(A2CConfig, _build_a2c, *ALGO_TRAITS["a2c"]),
+    "dqn": AlgoSpec(DQNConfig, _build_dqn, *ALGO_TRAITS["dqn"]),
+    "ddpg": AlgoSpec(DDPGConfig, _build_ddpg, *ALGO_TRAITS["ddpg"]),
+    "td3": AlgoSpec(TD3Config, _build_td3, *ALGO_TRAITS["td3"]),
+    "sac": AlgoSpec(SACConfig, _build_sac, *ALGO_TRAITS["sac"]),
 }
 
 

@@ -100,11 +100,11 @@ def check_writable(argv: list[str]) -> None:
 
 def resume_run_dir(argv: list[str]) -> list[str]:
     """`resume=<run or ckpt>` continues in that run's folder: point Hydra's run dir there."""
-    from rltrain.runner.resume import find_resume_checkpoint
-
     value = next((a.split("=", 1)[1] for a in argv if a.startswith("resume=")), None)
     if not value or value == "auto" or any(a.startswith("hydra.run.dir=") for a in argv):
         return []
+    from rltrain.runner.resume import find_resume_checkpoint  # torch: only when resuming
+
     ckpt = find_resume_checkpoint(value, Path("."))
     _check_resume(ckpt, argv)
     return [f"hydra.run.dir={RunDir.of_checkpoint(ckpt).root}",

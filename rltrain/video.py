@@ -26,7 +26,8 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from rltrain.config import EnvConfig
 from rltrain.envs.atari import preprocessing
 from rltrain.envs.atari_vec import wrap_atari_vec
-from rltrain.envs.make import _make_one, check_env_id
+from rltrain.envs.check import check_env_id
+from rltrain.envs.make import _make_one
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
 from rltrain.errors import UserError

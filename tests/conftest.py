@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain.algos.ppo import PPOConfig
+from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.config import (
     CheckpointConfig,
     EnvConfig,

@@ -16,13 +16,14 @@ import torch
 import yaml
 
 from rltrain import checkpoint
-from rltrain.algos.base import OffPolicyConfig, adam, td_target
+from rltrain.algos.base import adam, td_target
+from rltrain.algos.configs.base import OffPolicyConfig
 from rltrain.nets.q import QNetwork
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
 
 
-# ---- step 1: rltrain/algos/toy.py -----------------------------------------------------------------
+# ---- step 1: rltrain/algos/configs/toy.py (the config), rltrain/algos/toy.py (the rest) ------
 @dataclass
 class ToyConfig(OffPolicyConfig):
     """One-step Q-learning without a target network, ε-greedy with a fixed ε."""

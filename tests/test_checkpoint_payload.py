@@ -37,7 +37,7 @@ def stop_at(step: int):
 @pytest.fixture(scope="module")
 def stopped_run(tmp_path_factory) -> Path:
     """`latest.pt` of a PPO CartPole run (normalized obs and rewards) stopped at step 64 of 96."""
-    from rltrain.algos.ppo import PPOConfig
+    from rltrain.algos.configs.ppo import PPOConfig
     from rltrain.config import (
         CheckpointConfig,
         EnvConfig,

@@ -9,7 +9,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from rltrain.algos.ppo import PPOConfig
+from rltrain.algos.configs.ppo import PPOConfig
+from rltrain.checks import check_device
 from rltrain.compose import compose_train_config, normalize_overrides, train_config_of
 from rltrain.config import (
     AlgoConfig,
@@ -252,6 +253,24 @@ def test_cuda_device_is_checked_against_the_gpus_of_this_machine(pendulum, monke
         to_train_config(with_override(pendulum, "device=cuda:2"))
 
 
+@pytest.mark.parametrize("name", ["cpu", "cpu:0", "cuda", "cuda:1", "cuda:12", "mps", "mps:0",
+                                  "meta", "xla", "gpu", "CPU", "cuda:-1", "cuda:01", "cuda: 1",
+                                  " cpu", "cuda:0 ", "cuda:1:2", "cuda:", ""])
+def test_device_names_are_read_as_torch_reads_them(name):
+    # check_device reads the name without torch: it accepts exactly what torch.device accepts,
+    # among the cpu, cuda and mps devices
+    try:
+        accepted = torch.device(name).type in ("cpu", "cuda", "mps")
+    except (RuntimeError, TypeError, ValueError):
+        accepted = False
+    try:
+        check_device("device", name, here=False)
+        passed = True
+    except UserError:
+        passed = False
+    assert passed == accepted
+
+
 def test_config_a_checkpoint_stores_keeps_the_device_it_was_trained_on(pendulum, monkeypatch):
     # `rltrain eval` of a run trained on a GPU, on a machine without one, picks its own device
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -317,7 +336,7 @@ def test_compose_train_config_spells_the_short_forms_and_is_idempotent():
 def counted(monkeypatch) -> dict[str, int]:
     """Calls of the config validation and of the env check, counted."""
     import rltrain.config
-    import rltrain.envs.make
+    import rltrain.envs.check
 
     calls = {"validate": 0, "check_env": 0}
 
@@ -327,7 +346,7 @@ def counted(monkeypatch) -> dict[str, int]:
             return orig(*args, **kwargs)
         return counting
 
-    for module, name in ((rltrain.config, "validate"), (rltrain.envs.make, "check_env")):
+    for module, name in ((rltrain.config, "validate"), (rltrain.envs.check, "check_env")):
         monkeypatch.setattr(module, name, counter(name, getattr(module, name)))
     return calls
 

@@ -7,7 +7,7 @@ from importlib import resources
 import pytest
 
 from rltrain import registry
-from rltrain.algos.base import AlgoConfig
+from rltrain.algos.configs.base import AlgoConfig
 from rltrain.catalog import SPACE_NAMES
 from rltrain.errors import UserError
 from rltrain.registry import ALGOS, AlgoSpec, check_action_space, get_algo_spec

@@ -100,7 +100,7 @@ def test_only_the_recorded_episodes_are_rendered(tmp_path, av):
 
 def _ppo_checkpoint(run_dir: Path) -> Path:
     """An (untrained) PPO CartPole checkpoint with a 20-step time limit."""
-    from rltrain.algos.ppo import PPOConfig
+    from rltrain.algos.configs.ppo import PPOConfig
     from rltrain.config import TrainConfig, validate
 
     cfg = validate(TrainConfig(algo=PPOConfig(n_steps=16, batch_size=16, hidden_sizes=[16]),

@@ -1,1 +1,2 @@
-"""Algorithms: one file each (config dataclass, class, build), sharing small functions in base."""
+"""Algorithms: one file each (class, build), sharing small functions in base; their config
+dataclasses live apart in `configs/`, which imports no torch."""

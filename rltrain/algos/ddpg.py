@@ -3,41 +3,15 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from rltrain.algos.base import OffPolicyConfig, adam, check_lrs, pick_lr, polyak_update, td_target
-from rltrain.checks import check_non_negative
+from rltrain.algos.base import adam, pick_lr, polyak_update, td_target
+from rltrain.algos.configs.ddpg import DDPGConfig
 from rltrain.nets.continuous import DeterministicActor, QEnsemble, add_gaussian_noise
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
-
-
-@dataclass
-class DDPGConfig(OffPolicyConfig):
-    """DDPG hyperparameters (names follow Stable-Baselines3)."""
-
-    name: str = "ddpg"
-    lr: float = 1e-3
-    """Learning rate of the actor and critic (unless `actor_lr` / `critic_lr` are set)."""
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
-    """Hidden layer widths of the actor and the critic (unless `net.*` sets them)."""
-    activation: str = "relu"
-    """Hidden activation: tanh, relu, elu, gelu or silu (unless `net.activation` is set)."""
-    actor_lr: float | None = None
-    """Actor learning rate (None: `lr`)."""
-    critic_lr: float | None = None
-    """Critic learning rate (None: `lr`)."""
-    action_noise: float = 0.1
-    """Std of the Gaussian exploration noise added to the actor's [-1, 1] action."""
-
-    def validate(self, cfg: Any) -> None:
-        """Cross-field checks."""
-        super().validate(cfg)
-        check_lrs(self, ("lr", "actor_lr", "critic_lr"))
-        check_non_negative("algo.action_noise", self.action_noise)
 
 
 class DDPG:

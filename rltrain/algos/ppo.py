@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from rltrain import obs as obs_ops
 from rltrain.algos.base import (
-    OnPolicyConfig,
     actor_critic_state,
     adam,
     explained_variance,
@@ -23,87 +21,15 @@ from rltrain.algos.base import (
     sample_rollout_step,
     set_lr,
 )
+from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.buffers.sequences import (
     RecurrentMemory,
     SequenceBatch,
     sequence_length,
     sequence_minibatches,
 )
-from rltrain.checks import check_non_negative, check_positive
 from rltrain.distributed import SOLO, Solo
-from rltrain.errors import UserError
-from rltrain.nets.recurrent import CORES
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
-
-
-@dataclass
-class PPOConfig(OnPolicyConfig):
-    """PPO hyperparameters (names follow Stable-Baselines3)."""
-
-    name: str = "ppo"
-    batch_size: int = 64
-    """Minibatch size; must divide n_steps * env.num_envs."""
-    n_epochs: int = 10
-    """Passes over the rollout per update."""
-    clip_range: float = 0.2
-    """Clip ε of the surrogate ratio."""
-    clip_range_vf: float | None = None
-    """Clip value updates to ± this around the old value (None: no value clipping)."""
-    ent_coef: float = 0.0
-    """Entropy bonus coefficient."""
-    vf_coef: float = 0.5
-    """Value loss coefficient."""
-    max_grad_norm: float = 0.5
-    """Global gradient-norm clip (0 disables)."""
-    normalize_advantage: bool = True
-    """Normalize advantages per minibatch."""
-    target_kl: float | None = None
-    """Stop the epochs early when the approximate KL exceeds 1.5 × this (None: never)."""
-    adam_eps: float = 1e-5
-    """Epsilon of Adam's denominator (1e-5 as in the PPO reference code; torch's default is 1e-8)."""
-    recurrent: str = "none"
-    """`lstm` or `gru`: a recurrent core between the encoder and the heads (`algo=ppo_lstm`
-    sets lstm); `none`: a feed-forward policy."""
-    recurrent_hidden_size: int = 64
-    """Units of the recurrent core (SB3-contrib's `lstm_hidden_size`)."""
-    recurrent_layers: int = 1
-    """Stacked layers of the recurrent core."""
-    shared_recurrent: bool = False
-    """One core feeds actor and critic (false: each has its own, SB3-contrib's
-    `enable_critic_lstm`)."""
-    bptt_len: int = 0
-    """Truncated backpropagation through time: each env's rollout is cut into sequences of this
-    many steps, each starting from the state stored when it was collected (0: n_steps)."""
-
-    def validate(self, cfg: Any) -> None:
-        """Cross-field checks against the run config."""
-        super().validate(cfg)
-        batch = self.n_steps * cfg.env.num_envs
-        if self.batch_size <= 0 or self.n_epochs <= 0:
-            raise UserError("algo.batch_size and algo.n_epochs must be > 0")
-        if batch % self.batch_size != 0:
-            raise UserError(
-                f"algo.batch_size={self.batch_size} does not divide the rollout batch "
-                f"algo.n_steps * env.num_envs = {batch}; pick a divisor of {batch}")
-        for name in ("clip_range", "clip_range_vf", "target_kl"):  # the last two: None or > 0
-            check_positive(f"algo.{name}", getattr(self, name))
-        for name in ("ent_coef", "vf_coef", "max_grad_norm", "adam_eps"):
-            check_non_negative(f"algo.{name}", getattr(self, name))
-        self._validate_recurrent()
-
-    def _validate_recurrent(self) -> None:
-        """The core's kind and sizes; sequences that tile the rollout and the minibatches."""
-        if self.recurrent not in ("none", *CORES):
-            raise UserError(f"algo.recurrent={self.recurrent!r}: choose none, lstm or gru")
-        for name in ("recurrent_hidden_size", "recurrent_layers"):
-            if getattr(self, name) <= 0:
-                raise UserError(f"algo.{name}={getattr(self, name)} must be > 0")
-        if self.bptt_len < 0:
-            raise UserError(f"algo.bptt_len={self.bptt_len} must be >= 0 (0: n_steps)")
-        seq = self.bptt_len or self.n_steps
-        if self.recurrent != "none" and (self.n_steps % seq or self.batch_size % seq):
-            raise UserError(f"algo.bptt_len={seq} must divide algo.n_steps={self.n_steps} and "
-                            f"algo.batch_size={self.batch_size} (minibatches of whole sequences)")
 
 
 class PPO:

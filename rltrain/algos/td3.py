@@ -3,59 +3,21 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from rltrain.algos.base import (
-    OffPolicyConfig,
     adam,
-    check_lrs,
     pick_lr,
     polyak_update,
     td_target,
     twin_critic_step,
 )
-from rltrain.checks import check_non_negative
-from rltrain.errors import UserError
+from rltrain.algos.configs.td3 import TD3Config
 from rltrain.nets.continuous import DeterministicActor, TwinQ, add_gaussian_noise
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
-
-
-@dataclass
-class TD3Config(OffPolicyConfig):
-    """TD3 hyperparameters (names follow Stable-Baselines3)."""
-
-    name: str = "td3"
-    lr: float = 1e-3
-    """Learning rate of the actor and critics (unless `actor_lr` / `critic_lr` are set)."""
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
-    """Hidden layer widths of the actor and each critic (unless `net.*` sets them)."""
-    activation: str = "relu"
-    """Hidden activation: tanh, relu, elu, gelu or silu (unless `net.activation` is set)."""
-    actor_lr: float | None = None
-    """Actor learning rate (None: `lr`)."""
-    critic_lr: float | None = None
-    """Critic learning rate (None: `lr`)."""
-    action_noise: float = 0.1
-    """Std of the Gaussian exploration noise added to the actor's [-1, 1] action."""
-    policy_delay: int = 2
-    """Update the actor and the targets once per this many critic updates."""
-    target_noise: float = 0.2
-    """Std of the target policy smoothing noise (in [-1, 1] action units)."""
-    target_noise_clip: float = 0.5
-    """Clip the target policy smoothing noise to ± this."""
-
-    def validate(self, cfg: Any) -> None:
-        """Cross-field checks."""
-        super().validate(cfg)
-        check_lrs(self, ("lr", "actor_lr", "critic_lr"))
-        if self.policy_delay < 1:
-            raise UserError(f"algo.policy_delay={self.policy_delay} must be >= 1")
-        for name in ("action_noise", "target_noise", "target_noise_clip"):
-            check_non_negative(f"algo.{name}", getattr(self, name))
 
 
 class TD3:

@@ -13,65 +13,24 @@ import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from rltrain.config import ON_POLICY_NUM_ENVS, EnvConfig
-from rltrain.envs.atari import ale_kwargs, check_atari_env, preprocessing, wrap_frames
+from rltrain.envs.atari import ale_kwargs, preprocessing, wrap_frames
 from rltrain.envs.atari_vec import ATARI_VEC_WRAPPERS, wrap_atari_vec
+from rltrain.envs.check import check_env, vec_kwargs
 from rltrain.envs.custom import (
     apply_wrappers,
     call_factory,
-    check_call,
-    check_registered_kwargs,
-    check_wrappers,
-    import_modules,
     is_vec_env,
     make_gym_env,
     resolve_env_id,
 )
 from rltrain.envs.frame_stack import VectorFrameStack
-from rltrain.envs.native import check_native_kwargs, make_native
+from rltrain.envs.native import make_native
 from rltrain.envs.normalize import NormalizeObs, ScaleReward, normalized_entries
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
 from rltrain.errors import UserError
 
 # pygame's SDL prints a harmless XDG_RUNTIME_DIR warning per env on headless machines.
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-
-
-def check_env_id(env_id: str, imports: list[str] | tuple[str, ...] = ()) -> None:
-    """Raise a one-line `UserError` (closest ids, or the import error) when `env_id` names no
-    registered id, `module:EnvId` or `module:factory` (see `envs/custom.py`)."""
-    resolve_env_id(env_id, imports)
-
-
-def check_env(cfg: EnvConfig) -> None:
-    """Everything about `cfg` that can be checked without building an env: the id (importing
-    what it names), the backend, wrapper names and the keyword arguments of factories and
-    wrappers. The CLI calls this before Hydra starts, so mistakes cost no run directory."""
-    check_atari_env(cfg)
-    if cfg.backend == "torch":
-        if cfg.wrappers:
-            raise UserError("env.wrappers wrap gymnasium envs; env.backend=torch has none "
-                            "(use env.backend=gymnasium)")
-        if cfg.vectorization == "async":
-            raise UserError("env.vectorization=async has no meaning with env.backend=torch "
-                            "(the native env steps the whole batch in this process)")
-        import_modules(cfg.imports)
-        check_native_kwargs(cfg.id, dict(cfg.kwargs))
-        return
-    source = resolve_env_id(cfg.id, cfg.imports)
-    if source.batched:
-        if cfg.wrappers:
-            raise UserError(f"env.wrappers wrap gymnasium envs; {cfg.id} builds a batched "
-                            f"VecEnv (num_envs in its signature), which they cannot wrap")
-        if cfg.vectorization == "async":
-            raise UserError(f"env.vectorization=async has no meaning for {cfg.id}: it builds "
-                            f"the whole batch itself")
-        check_call(f"env factory {cfg.id}", source.factory, **_vec_kwargs(cfg, 1, "cpu"))
-        return
-    if source.factory is not None:
-        check_call(f"env factory {cfg.id}", source.factory, **dict(cfg.kwargs))
-    else:
-        check_registered_kwargs(source.env_id, dict(cfg.kwargs))
-    check_wrappers(cfg.wrappers)
 
 
 def _make_one(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
@@ -89,12 +48,6 @@ def _make_one(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     return apply_wrappers(env, cfg.wrappers)
 
 
-def _vec_kwargs(cfg: EnvConfig, num_envs: int, device: torch.device | str) -> dict[str, Any]:
-    """The keyword arguments of a batched factory: num_envs, device, time limit, env.kwargs."""
-    extra = {} if cfg.max_episode_steps is None else {"max_episode_steps": cfg.max_episode_steps}
-    return {"num_envs": num_envs, "device": torch.device(device), **extra, **dict(cfg.kwargs)}
-
-
 def _make_vec(cfg: EnvConfig, device: torch.device | str, n: int) -> VecEnv:
     """The unnormalized `VecEnv`: native (backend=torch), the user's batched env, or gymnasium."""
     check_env(cfg)
@@ -102,7 +55,7 @@ def _make_vec(cfg: EnvConfig, device: torch.device | str, n: int) -> VecEnv:
         return make_native(cfg.id, n, device, cfg.max_episode_steps, **dict(cfg.kwargs))
     source = resolve_env_id(cfg.id, cfg.imports)
     if source.batched:
-        env = call_factory(source, _vec_kwargs(cfg, n, device))
+        env = call_factory(source, vec_kwargs(cfg, n, torch.device(device)))
         if not is_vec_env(env):
             raise UserError(f"env factory {cfg.id} returned an object of type {type(env).__name__}, not a VecEnv "
                             f"(needs spec, reset and step; see rltrain/envs/vec_env.py)")

@@ -9,10 +9,12 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rltrain.errors import UserError
-from rltrain.types import Metrics
+
+if TYPE_CHECKING:  # rltrain.types imports torch; `rltrain --help` reads LOGGERS without it
+    from rltrain.types import Metrics
 
 
 class Logger(Protocol):

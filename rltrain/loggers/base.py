@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rltrain.loggers.backend import Logger, missing_backend
 from rltrain.loggers.config import LoggerConfig
 from rltrain.loggers.specs import LOGGERS, LoggerSpec
 from rltrain.run_dir import RunDir
-from rltrain.types import Metrics
+
+if TYPE_CHECKING:  # rltrain.types imports torch; the CLI checks the loggers before importing it
+    from rltrain.types import Metrics
 
 __all__ = ["Logger", "MultiLogger", "build_loggers", "check_backends"]
 

@@ -7,8 +7,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rltrain.types import Metrics
+if TYPE_CHECKING:  # rltrain.types imports torch; `rltrain report` and its Hydra callback need none
+    from rltrain.types import Metrics
 
 log = logging.getLogger("rltrain")
 HEADER = ["step", "time", "name", "value"]

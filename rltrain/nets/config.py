@@ -15,6 +15,10 @@ from typing import Any
 from rltrain.errors import UserError
 
 ENCODERS = ("auto", "cnn", "flatten")
+ACTIVATION_NAMES = ("tanh", "relu", "elu", "gelu", "silu")
+"""Hidden activations by name (`nets/mlp.py` maps each to its torch module)."""
+RECURRENT_CORES = ("lstm", "gru")
+"""`algo.recurrent` cores by name (`nets/recurrent.py` maps each to its torch module)."""
 MAX_WIDTH = 16_384
 """The widest layer (hidden width, CNN channels or features) rltrain builds: one 16,384-wide
 hidden-to-hidden layer already holds 268M weights (1 GiB in float32), far beyond RL's usual 64
@@ -62,13 +66,11 @@ class NetConfig:
 def check_net(algo: Any) -> None:
     """Raise a one-line `UserError` for a bad network setting of `algo` (its `net` and the
     `hidden_sizes` / `activation` defaults that `net` leaves in place)."""
-    from rltrain.nets.mlp import ACTIVATIONS
-
     net: NetConfig = algo.net
     name, value = ("net.activation", net.activation) if net.activation is not None else (
         "algo.activation", algo.activation)
-    if value not in ACTIVATIONS:
-        raise UserError(f"{name}={value!r}: choose one of {', '.join(ACTIVATIONS)}")
+    if value not in ACTIVATION_NAMES:
+        raise UserError(f"{name}={value!r}: choose one of {', '.join(ACTIVATION_NAMES)}")
     if any(w <= 0 for w in algo.hidden_sizes):  # [] stays allowed here: a linear model
         raise UserError(f"algo.hidden_sizes={list(algo.hidden_sizes)}: layer widths must be > 0")
     widths = {"net.hidden": net.hidden, "net.actor_hidden": net.actor_hidden,

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import AlgoConfig
+from rltrain.algos.configs.base import AlgoConfig
 from rltrain.buffers.replay import ReplayBuffer
 from rltrain.distributed import SOLO, Solo
 from rltrain.envs.vec_env import VecEnv

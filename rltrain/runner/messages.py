@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import OffPolicyConfig
+from rltrain.algos.configs.base import OffPolicyConfig
 from rltrain.config import TrainConfig
 from rltrain.nets.encoder import describe
 from rltrain.nets.spec import resolve_nets

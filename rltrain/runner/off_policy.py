@@ -7,7 +7,8 @@ import time
 
 import torch
 
-from rltrain.algos.base import OffPolicyConfig, mean_metrics
+from rltrain.algos.base import mean_metrics
+from rltrain.algos.configs.base import OffPolicyConfig
 from rltrain.buffers.frame_replay import FrameReplayBuffer
 from rltrain.buffers.replay import ReplayBuffer, obs_storage_dtype
 from rltrain.envs.masks import action_mask

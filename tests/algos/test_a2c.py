@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rltrain.algos.a2c import A2C, A2CConfig
+from rltrain.algos.a2c import A2C
+from rltrain.algos.configs.a2c import A2CConfig
 from rltrain.buffers.rollout import RolloutBuffer, compute_gae
 from rltrain.config import TrainConfig
 from rltrain.errors import UserError

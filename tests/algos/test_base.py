@@ -1,5 +1,5 @@
-"""Shared algorithm pieces: the config bases, the one learning-rate schedule, and the rule that
-algorithm files stand alone."""
+"""Shared algorithm pieces: the config bases, the one learning-rate schedule, and the rules that
+algorithm files stand alone and config modules import no torch."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from rltrain.algos.a2c import A2CConfig
-from rltrain.algos.base import OnPolicyConfig, on_policy_lr, scheduled_lr
-from rltrain.algos.ppo import PPOConfig
+from rltrain.algos.base import on_policy_lr, scheduled_lr
+from rltrain.algos.configs.a2c import A2CConfig
+from rltrain.algos.configs.base import OnPolicyConfig
+from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.errors import UserError
 
 ALGOS_DIR = Path(__file__).resolve().parents[2] / "rltrain" / "algos"
@@ -70,6 +71,16 @@ def _imported_modules(path: Path) -> set[str]:
                          ids=lambda p: p.stem)
 def test_an_algorithm_file_imports_no_other_algorithm_nor_the_run_config(path):
     imported = _imported_modules(path)
-    others = {m for m in imported if m.startswith("rltrain.algos.") and m != "rltrain.algos.base"}
+    own = {"rltrain.algos.base", "rltrain.algos.configs.base", f"rltrain.algos.configs.{path.stem}"}
+    others = {m for m in imported if m.startswith("rltrain.algos.") and m not in own}
     assert not others and "rltrain.config" not in imported
     assert "rltrain.registry" not in imported
+
+
+@pytest.mark.parametrize("path", sorted((ALGOS_DIR / "configs").glob("*.py")), ids=lambda p: p.stem)
+def test_a_config_module_imports_no_torch_nor_an_algorithm(path):
+    # composing, validating and `rltrain --help` read these without importing torch
+    imported = _imported_modules(path)
+    assert not {m for m in imported if m == "torch" or m.startswith("torch.")}
+    assert not {m for m in imported
+                if m.startswith("rltrain.algos.") and not m.startswith("rltrain.algos.configs.")}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rltrain.algos.dqn import DQN, DQNConfig, greedy_next_value, linear_schedule
+from rltrain.algos.configs.dqn import DQNConfig
+from rltrain.algos.dqn import DQN, greedy_next_value, linear_schedule
 from rltrain.errors import UserError
 from rltrain.nets.q import QNetwork, dueling_aggregate
 from rltrain.nets.spec import NetSpec

@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 
-from rltrain.algos.dqn import DQN, DQNConfig, greedy_next_value
+from rltrain.algos.configs.dqn import DQNConfig
+from rltrain.algos.dqn import DQN, greedy_next_value
 from rltrain.buffers.replay import ReplayBuffer
 from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.compose import compose_train_config

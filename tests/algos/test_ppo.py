@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from rltrain import api
-from rltrain.algos.ppo import PPO, PPOConfig
+from rltrain.algos.configs.ppo import PPOConfig
+from rltrain.algos.ppo import PPO
 from rltrain.runner.runner import Runner
 from rltrain.types import EnvSpec, RolloutBatch
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rltrain.algos.ppo import PPO, PPOConfig
+from rltrain.algos.configs.ppo import PPOConfig
+from rltrain.algos.ppo import PPO
 from rltrain.buffers.sequences import sequence_length, sequence_minibatches
 from rltrain.compose import compose_train_config
 from rltrain.errors import UserError

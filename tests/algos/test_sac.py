@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from rltrain.algos.sac import SAC, SACConfig
+from rltrain.algos.configs.sac import SACConfig
+from rltrain.algos.sac import SAC
 from rltrain.types import EnvSpec, TransitionBatch
 
 SPEC = EnvSpec(obs_shape=(3,), action_kind="box", action_dim=2, num_envs=1)

@@ -2,7 +2,8 @@
 
 import torch
 
-from rltrain.algos.td3 import TD3, TD3Config
+from rltrain.algos.configs.td3 import TD3Config
+from rltrain.algos.td3 import TD3
 from rltrain.types import EnvSpec, TransitionBatch
 
 SPEC = EnvSpec(obs_shape=(3,), action_kind="box", action_dim=2, num_envs=1)

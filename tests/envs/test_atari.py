@@ -16,7 +16,8 @@ cv2 = pytest.importorskip("cv2")
 from rltrain.config import AtariConfig, EnvConfig, check_atari  # noqa: E402
 from rltrain.envs.atari import AtariFrames  # noqa: E402
 from rltrain.envs.atari_vec import FrameStack  # noqa: E402
-from rltrain.envs.make import _make_one, capture_problem, check_env, make_env, resume_state  # noqa: E402
+from rltrain.envs.check import check_env  # noqa: E402
+from rltrain.envs.make import _make_one, capture_problem, make_env, resume_state  # noqa: E402
 from rltrain.errors import UserError  # noqa: E402
 from rltrain.types import EnvSpec, StepResult  # noqa: E402
 

@@ -9,7 +9,8 @@ import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rltrain.config import EnvConfig
-from rltrain.envs.make import check_env_id, make_env
+from rltrain.envs.check import check_env_id
+from rltrain.envs.make import make_env
 from rltrain.envs.vec_env import GymVecEnv, describe_action_space
 from rltrain.errors import UserError
 

@@ -9,7 +9,9 @@ from omegaconf import OmegaConf
 
 from rltrain.config import config_to_dict, to_train_config
 from rltrain.errors import UserError
-from rltrain.nets.config import NetConfig
+from rltrain.nets.config import ACTIVATION_NAMES, RECURRENT_CORES, NetConfig
+from rltrain.nets.mlp import ACTIVATIONS
+from rltrain.nets.recurrent import CORES
 from rltrain.overrides import compose_checked, net_overrides
 from rltrain.runner.resume import resume_config
 from tests.conftest import preset_values
@@ -85,3 +87,9 @@ def test_resume_accepts_the_saved_net_restated():
     cfg = resume_config(saved, composed("net.hidden=[32]", "total_timesteps=1000"),
                         ["resume=/some/run", *args])
     assert cfg.algo.net.hidden == [32] and cfg.total_timesteps == 1000
+
+
+def test_the_names_checked_without_torch_are_the_modules_built():
+    # the config checks read these tuples (no torch); the networks map the same names to modules
+    assert ACTIVATION_NAMES == tuple(ACTIVATIONS)
+    assert RECURRENT_CORES == tuple(CORES)

@@ -8,8 +8,10 @@ import math
 import pytest
 import torch
 
-from rltrain.algos.ppo import PPO, PPOConfig
-from rltrain.algos.sac import SAC, SACConfig
+from rltrain.algos.configs.ppo import PPOConfig
+from rltrain.algos.configs.sac import SACConfig
+from rltrain.algos.ppo import PPO
+from rltrain.algos.sac import SAC
 from rltrain.compose import compose_train_config
 from rltrain.errors import UserError
 from rltrain.nets.sde import NoiseClock, SDEHead, StateDependentNoise

@@ -13,7 +13,7 @@ import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rltrain.algos.ppo import PPOConfig
+from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.config import (
     CheckpointConfig,
     EnvConfig,

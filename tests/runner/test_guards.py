@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rltrain import checkpoint
-from rltrain.algos.dqn import DQNConfig
+from rltrain.algos.configs.dqn import DQNConfig
 from rltrain.config import (
     CheckpointConfig,
     EnvConfig,

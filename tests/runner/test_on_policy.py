@@ -41,7 +41,7 @@ def test_budget_smaller_than_one_rollout_takes_exactly_the_budget(tmp_path, tiny
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c"])
 def test_budget_that_is_no_multiple_of_the_rollout_shortens_the_last_one(tmp_path, tiny_cfg, algo):
-    from rltrain.algos.a2c import A2CConfig
+    from rltrain.algos.configs.a2c import A2CConfig
 
     cfg = tiny_cfg(total_timesteps=100)  # 2 envs x 16 steps: 50 steps per env = 16 + 16 + 16 + 2
     if algo == "a2c":

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rltrain import checkpoint
-from rltrain.algos.sac import SACConfig
+from rltrain.algos.configs.sac import SACConfig
 from rltrain.config import (
     CheckpointConfig,
     EnvConfig,

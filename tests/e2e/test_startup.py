@@ -1,0 +1,100 @@
+"""Start-up (issue 16): `rltrain --help` and a refused command line never import torch.
+
+Each command runs in a fresh interpreter (`START`: `rltrain.cli.main` with the command's
+arguments), which writes the heavy modules it holds when it exits: an import of torch anywhere on
+these paths, at the top of a module or inside a function, fails the test. No time is asserted
+(`benchmarks/startup.py` measures it). `--help` is also compared with the text Hydra writes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import EXIT_USAGE
+
+HEAVY = ("torch", "tensorboard", "matplotlib")
+
+START = f"""
+import atexit, sys
+
+def report():
+    loaded = [m for m in {HEAVY!r} if m in sys.modules]
+    print("heavy modules at exit: " + (", ".join(loaded) or "none"), file=sys.stderr)
+
+atexit.register(report)
+sys.argv = ["rltrain", *sys.argv[1:]]
+from rltrain.cli import main
+main()
+"""
+NONE_LOADED = "heavy modules at exit: none"
+
+
+def run_fresh(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`rltrain <argv>` in a new interpreter in `cwd` (the exit report last on stderr)."""
+    env = {k: v for k, v in os.environ.items() if k != "RLTRAIN_DEBUG"}
+    return subprocess.run([sys.executable, "-c", START, *argv], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_exit_report_names_torch_when_it_was_imported(tmp_path):
+    # the probe itself: a command that trains does import torch, and the report says so
+    done = run_fresh(["env=CartPole-v1", "total_timesteps=16", "env.num_envs=2", "algo.n_steps=8",
+                      "algo.batch_size=16", "eval.freq=0", "eval.episodes=1", "logger=none",
+                      "progress=off", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("heavy modules at exit: torch")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["algo=sac", "env=CartPole-v1", "-h"]])
+def test_help_imports_no_torch(argv, tmp_path):
+    done = run_fresh(argv, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "== Configuration groups ==" in done.stdout and "\nalgo:\n" in done.stdout
+    assert done.stderr.splitlines() == [NONE_LOADED]
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("argv", "error"), [
+    (["algo=nosuch"], "unknown algo 'nosuch': choose one of a2c,"),
+    (["algo.lr=-1"], "algo.lr=-1.0 must be a finite number > 0"),
+    (["total_timesteps=abc"], "total_timesteps=abc: expected float, got str"),
+    (["env=CartPole-v1", "+env.kwargs.nosuch=1"], "env.kwargs.nosuch: CartPole-v1 takes"),
+])
+def test_a_refused_command_line_is_one_line_and_imports_no_torch(argv, error, tmp_path):
+    done = run_fresh(argv, tmp_path)
+    assert done.returncode == EXIT_USAGE, done.stderr
+    first, *rest = done.stderr.splitlines()
+    assert first.startswith(f"rltrain: error: {error}"), first
+    assert rest == [NONE_LOADED]
+    assert not list(tmp_path.iterdir())  # refused before Hydra made a run folder
+
+
+@pytest.mark.parametrize("argv", [[], ["algo=sac", "env=Acrobot-v1", "seed=3"],
+                                  ["env=CartPole-v1", "logger=[tensorboard,wandb]"]])
+def test_help_is_the_text_hydra_writes(argv, monkeypatch, capsys):
+    from rltrain import cli
+    from rltrain.compose import normalize_overrides, register_options
+    from rltrain.help import app_help
+
+    argv = normalize_overrides(argv)
+    register_options(argv)
+    ours = app_help([*argv, "--help"])
+    monkeypatch.setattr(sys, "argv", ["rltrain", *argv, "--help"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        cli._train_task()  # Hydra's own --help (its listing takes seconds)
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"{ours}\n"
+
+
+@pytest.mark.parametrize("argv", [["--cfg", "job"], ["--help", "--resolve"],
+                                  ["hydra.help.header=hi", "--help"]])
+def test_help_leaves_to_hydra_what_it_does_not_write_itself(argv):
+    from rltrain.help import app_help
+
+    assert app_help(argv) is None
