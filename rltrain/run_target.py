@@ -103,8 +103,11 @@ def resume_run_dir(argv: list[str]) -> list[str]:
     value = next((a.split("=", 1)[1] for a in argv if a.startswith("resume=")), None)
     if not value or value == "auto" or any(a.startswith("hydra.run.dir=") for a in argv):
         return []
+    from rltrain.runner.ownership import check_not_live
     from rltrain.runner.resume import find_resume_checkpoint  # torch: only when resuming
 
+    if Path(value).is_dir():  # a live run may have no checkpoint yet: say that it is live
+        check_not_live(Path(value))
     ckpt = find_resume_checkpoint(value, Path("."))
     _check_resume(ckpt, argv)
     return [f"hydra.run.dir={RunDir.of_checkpoint(ckpt).root}",

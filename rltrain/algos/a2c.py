@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from rltrain.algos.base import (
+    LazyOptimizer,
     actor_critic_state,
     adam,
     explained_variance,
@@ -26,11 +27,11 @@ from rltrain.errors import UserError
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
 
 
-def make_optimizer(cfg: A2CConfig, params: list[torch.Tensor]) -> torch.optim.Optimizer:
-    """The optimizer named by `cfg.optimizer`."""
+def make_optimizer(cfg: A2CConfig, params: list[torch.Tensor]) -> LazyOptimizer:
+    """The optimizer named by `cfg.optimizer`, built on its first use (see `LazyOptimizer`)."""
     if cfg.optimizer == "rmsprop":
-        return torch.optim.RMSprop(params, lr=cfg.lr, alpha=cfg.rmsprop_alpha,
-                                   eps=cfg.optimizer_eps)
+        return LazyOptimizer(lambda: torch.optim.RMSprop(params, lr=cfg.lr, alpha=cfg.rmsprop_alpha,
+                                                         eps=cfg.optimizer_eps))
     if cfg.optimizer == "adam":
         return adam(params, cfg.lr, eps=cfg.optimizer_eps)
     raise UserError(f"algo.optimizer={cfg.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")

@@ -109,7 +109,7 @@ def sample_rollout_step(policy: ActorCritic, obs: torch.Tensor, clock: NoiseCloc
     return action, policy.head.log_prob(dist, action), value
 
 
-def actor_critic_state(policy: ActorCritic, optimizer: torch.optim.Optimizer,
+def actor_critic_state(policy: ActorCritic, optimizer: Optimizer,
                        clock: NoiseClock | None) -> dict[str, Any]:
     """PPO/A2C's state: network, optimizer and, with gSDE, the held noise and its clock."""
     state: dict[str, Any] = {"policy": policy.state_dict(), "optimizer": optimizer.state_dict()}
@@ -118,7 +118,7 @@ def actor_critic_state(policy: ActorCritic, optimizer: torch.optim.Optimizer,
     return state
 
 
-def load_actor_critic_state(policy: ActorCritic, optimizer: torch.optim.Optimizer,
+def load_actor_critic_state(policy: ActorCritic, optimizer: Optimizer,
                             clock: NoiseClock | None, state: dict[str, Any]) -> None:
     """Restore `actor_critic_state()` (a gSDE state saved without gSDE now is ignored)."""
     policy.load_state_dict(state["policy"])
@@ -142,17 +142,51 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     return float(1.0 - (target - pred).var() / var)
 
 
-def adam(params: Any, lr: float, eps: float = 1e-8) -> torch.optim.Adam:
-    """Adam, fused where this torch build has a kernel for the parameters' device.
+class LazyOptimizer:
+    """A torch optimizer built on its first use: a step, its state or its learning rate. Every
+    attribute is the built optimizer's (`param_groups`, `state_dict()`, `defaults`, ...).
+
+    torch 2.13 imports `torch._dynamo` (~1 s on the 2-core development machine) the first time
+    any optimizer is constructed; built at the first update, the run's first env steps need not
+    wait for it (issue 16: the first step within 2 s of the command)."""
+
+    def __init__(self, build: Callable[[], torch.optim.Optimizer]):
+        self._build = build
+        self._optimizer: torch.optim.Optimizer | None = None
+
+    @property
+    def built(self) -> torch.optim.Optimizer:
+        """The optimizer (built now when this is its first use)."""
+        if self._optimizer is None:
+            self._optimizer = self._build()
+        return self._optimizer
+
+    def __getattr__(self, name: str) -> Any:  # only names this class lacks: the optimizer's
+        if name.startswith("__") or name in ("_build", "_optimizer"):  # copy / pickle probes
+            raise AttributeError(name)
+        return getattr(self.built, name)
+
+
+Optimizer = torch.optim.Optimizer | LazyOptimizer
+"""What the helpers here take: a torch optimizer, or one built on its first use."""
+
+
+def adam(params: Any, lr: float, eps: float = 1e-8) -> LazyOptimizer:
+    """Adam (built on first use: `LazyOptimizer`), fused where this torch build has a kernel for
+    the parameters' device.
 
     On CPU the default (single-tensor) Adam loops over parameters in Python: the fused kernel
     cut the step of a [64, 64] actor-critic from 0.77 ms to about 0.15 ms here.
     """
     params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
-    except (RuntimeError, TypeError, ValueError):  # older torch, or a device without a fused kernel
-        return torch.optim.Adam(params, lr=lr, eps=eps)
+
+    def build() -> torch.optim.Optimizer:
+        try:
+            return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
+        except (RuntimeError, TypeError, ValueError):  # older torch, or no fused kernel here
+            return torch.optim.Adam(params, lr=lr, eps=eps)
+
+    return LazyOptimizer(build)
 
 
 def pick_lr(lr: float | None, cfg: Any) -> float:
@@ -176,13 +210,13 @@ def on_policy_lr(cfg: OnPolicyConfig, progress_remaining: float) -> float:
     return scheduled_lr(cfg.lr, 0.0, progress_remaining) if cfg.anneal_lr else cfg.lr
 
 
-def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+def set_lr(optimizer: Optimizer, lr: float) -> None:
     """Set the learning rate of every parameter group."""
     for group in optimizer.param_groups:
         group["lr"] = lr
 
 
-def grad_norm_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor],
+def grad_norm_step(optimizer: Optimizer, params: list[torch.Tensor],
                    max_grad_norm: float | None,
                    average: Callable[[list[torch.Tensor]], None] | None = None) -> torch.Tensor:
     """Average the gradients over the ranks of a data-parallel run (`average`, in place: one
@@ -240,7 +274,7 @@ def td_target(reward: torch.Tensor, next_value: torch.Tensor, terminated: torch.
     return reward + gamma * (1.0 - terminated) * next_value
 
 
-def twin_critic_step(critic: nn.Module, optimizer: torch.optim.Optimizer, batch: TransitionBatch,
+def twin_critic_step(critic: nn.Module, optimizer: Optimizer, batch: TransitionBatch,
                      y: torch.Tensor) -> Metrics:
     """One MSE step of both critics of a `TwinQ` (output [2, B]) towards the TD target `y` [B]."""
     q = critic(batch.obs, batch.actions)

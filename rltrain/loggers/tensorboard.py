@@ -1,18 +1,22 @@
 """TensorBoard event files via torch's SummaryWriter: scalars, the run's config as a text table
 at step 0, and an HParams entry (flattened config + final metrics) when the run finishes, so the
-HParams dashboard compares the runs of a sweep by what differed."""
+HParams dashboard compares the runs of a sweep by what differed.
+
+The writer (and TensorBoard, ~0.2 s to import) comes with the first metrics, not before the
+run's first env step."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
-
-from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.summary import hparams
+from typing import TYPE_CHECKING, Any
 
 from rltrain.text import dotted
-from rltrain.types import Metrics
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+    from rltrain.types import Metrics
 
 FINAL_METRICS = ("final/eval_mean", "final/best_eval", "final/env_steps", "final/wall_clock_s")
 """What a finished run logs once at its last step (the Runner); their arrival writes the HParams
@@ -23,11 +27,22 @@ class TensorBoardLogger:
     """One scalar per metric name; non-finite values are skipped (TensorBoard plots them badly)."""
 
     def __init__(self, log_dir: Path, purge_step: int = 0, config: dict[str, Any] | None = None):
-        # purge_step hides events logged after the checkpoint a resumed run starts from
-        self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step + 1 if purge_step else None)
+        self.log_dir, self.purge_step = log_dir, purge_step
         self.hparams = flat_hparams(config or {})
-        if self.hparams and not purge_step:  # a resumed run wrote it when it started
-            self.writer.add_text("config", config_table(self.hparams), 0)
+        self._writer: SummaryWriter | None = None
+
+    @property
+    def writer(self) -> SummaryWriter:
+        """The event file's writer, opened (with the config table at step 0) on first use."""
+        if self._writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            # purge_step hides events logged after the checkpoint a resumed run starts from
+            purge = self.purge_step + 1 if self.purge_step else None
+            self._writer = SummaryWriter(log_dir=str(self.log_dir), purge_step=purge)
+            if self.hparams and not self.purge_step:  # a resumed run wrote it when it started
+                self._writer.add_text("config", config_table(self.hparams), 0)
+        return self._writer
 
     def log(self, metrics: Metrics, step: int) -> None:
         for name, value in metrics.items():
@@ -42,6 +57,8 @@ class TensorBoardLogger:
         # only the session's start and end: without an experiment summary TensorBoard builds the
         # experiment from every run's session, so the columns of a sweep are the union of its
         # runs' hyperparameters, and those that differ between runs are marked (and shown)
+        from torch.utils.tensorboard.summary import hparams
+
         _, start, end = hparams(self.hparams, final)
         self.writer.file_writer.add_summary(start)
         self.writer.file_writer.add_summary(end)

@@ -94,9 +94,7 @@ def _acquire(path: Path) -> int:
         except BlockingIOError:
             holder = _read_holder(fd)
             os.close(fd)
-            raise UserError(f"{path.parent} is in use by a live run ({holder}); wait for it, "
-                            f"stop it with `touch {path.parent / 'STOP'}`, or choose another "
-                            f"hydra.run.dir") from None
+            raise _in_use(path, holder) from None
         except OSError as exc:  # a filesystem without locks: fall back to the stamp alone
             log.warning("cannot lock %s (%s); two runs into this folder are not prevented",
                         path, exc.strerror)
@@ -111,6 +109,31 @@ def _acquire(path: Path) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, stamp.encode(), 0)
     return fd
+
+
+def check_not_live(run_dir: Path) -> None:
+    """Refuse (one line) a folder a live run holds, without taking its lock or writing: a
+    `resume=` of a live run is refused as such, also before that run wrote a checkpoint."""
+    path = RunDir(run_dir).lock.absolute()
+    if path in _HELD:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # no lock file: no live run
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released when fd closes
+    except BlockingIOError:
+        raise _in_use(path, _read_holder(fd)) from None
+    except OSError:  # a filesystem without locks: `run_lock` warns when the run starts
+        pass
+    finally:
+        os.close(fd)
+
+
+def _in_use(path: Path, holder: str) -> UserError:
+    return UserError(f"{path.parent} is in use by a live run ({holder}); wait for it, stop it "
+                     f"with `touch {path.parent / 'STOP'}`, or choose another hydra.run.dir")
 
 
 def _release(path: Path, fd: int) -> None:

@@ -53,9 +53,9 @@ def test_one_update_per_rollout_changes_parameters(spec):
 def test_optimizer_is_selected_by_config():
     rms = make_a2c(optimizer="rmsprop", lr=1e-3)
     adam = make_a2c(optimizer="adam", lr=1e-3)
-    assert isinstance(rms.optimizer, torch.optim.RMSprop)
+    assert isinstance(rms.optimizer.built, torch.optim.RMSprop)
     assert rms.optimizer.defaults["alpha"] == 0.99 and rms.optimizer.defaults["eps"] == 1e-5
-    assert isinstance(adam.optimizer, torch.optim.Adam)
+    assert isinstance(adam.optimizer.built, torch.optim.Adam)
     assert adam.optimizer.defaults["eps"] == 1e-5
 
 

@@ -1,5 +1,5 @@
-"""Shared algorithm pieces: the config bases, the one learning-rate schedule, and the rules that
-algorithm files stand alone and config modules import no torch."""
+"""Shared algorithm pieces: the config bases, the one learning-rate schedule, optimizers built on
+first use, and the rules that algorithm files stand alone and config modules import no torch."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import ast
 from pathlib import Path
 
 import pytest
+import torch
 
-from rltrain.algos.base import on_policy_lr, scheduled_lr
+from rltrain.algos.base import LazyOptimizer, adam, on_policy_lr, scheduled_lr
 from rltrain.algos.configs.a2c import A2CConfig
 from rltrain.algos.configs.base import OnPolicyConfig
 from rltrain.algos.configs.ppo import PPOConfig
@@ -53,6 +54,35 @@ def test_on_policy_config_rejects_bad_shared_values(config, changes, message):
     run = type("Run", (), {"env": type("Env", (), {"num_envs": 1})()})()
     with pytest.raises(UserError, match=message):
         config(**changes).validate(run)
+
+
+def test_an_optimizer_is_built_at_its_first_use_and_only_once():
+    # torch imports torch._dynamo with the first optimizer (~1 s): a run's first env step
+    # comes before it
+    layer = torch.nn.Linear(2, 1)
+    builds: list[torch.optim.Optimizer] = []
+
+    def build() -> torch.optim.Optimizer:
+        builds.append(torch.optim.SGD(layer.parameters(), lr=0.5))
+        return builds[-1]
+
+    lazy = LazyOptimizer(build)
+    assert builds == []
+    layer(torch.ones(1, 2)).sum().backward()
+    lazy.step()
+    lazy.param_groups[0]["lr"] = 0.1
+    assert len(builds) == 1 and lazy.built is builds[0] and builds[0].param_groups[0]["lr"] == 0.1
+
+
+def test_adam_state_round_trips_into_an_optimizer_not_built_yet():
+    layer = torch.nn.Linear(2, 1)
+    trained = adam(layer.parameters(), 1e-3)
+    layer(torch.ones(1, 2)).sum().backward()
+    trained.step()
+    fresh = adam(layer.parameters(), 1e-3)
+    fresh.load_state_dict(trained.state_dict())
+    assert fresh.state_dict()["state"][0]["step"] == trained.state_dict()["state"][0]["step"] == 1
+    assert isinstance(fresh.built, torch.optim.Adam)
 
 
 def _imported_modules(path: Path) -> set[str]:
