@@ -54,6 +54,7 @@ test-all: install       ## everything, slow learning checks included, 100 damage
 bench: install          ## speed vs SB3 + RL-Zoo (seeds 0-2) and throughput, then torchrun scaling (1 vs 2 ranks): benchmarks/results/{speed,scaling}.{json,md}
 	$(BIN)/python benchmarks/speed.py $(ARGS)
 	$(BIN)/python benchmarks/scaling.py
+	$(BIN)/python benchmarks/startup.py
 
 bench-quality: install  ## the `slow` learning tests (pytest -m slow), then benchmarks/quality.py: median final eval over seeds 0-2 per tuned task, to benchmarks/results/
 	$(BIN)/python -m pytest -m slow -q
