@@ -51,10 +51,11 @@ test-ray: $(RAY_STAMP)  ## a two-job sweep through hydra/launcher=ray on a local
 test-all: install       ## everything, slow learning checks included, 100 damaged checkpoints
 	RLTRAIN_FUZZ_EXAMPLES=100 $(BIN)/python -m pytest -q $(ARGS)
 
-bench: install          ## speed vs SB3 + RL-Zoo (seeds 0-2) and throughput, then torchrun scaling (1 vs 2 ranks): benchmarks/results/{speed,scaling}.{json,md}
+bench: install          ## speed vs SB3 + RL-Zoo (seeds 0-2) and throughput, torchrun scaling (1 vs 2 ranks), start-up, seeds as a batch: benchmarks/results/{speed,scaling,seed_batch}.{json,md}
 	$(BIN)/python benchmarks/speed.py $(ARGS)
 	$(BIN)/python benchmarks/scaling.py
 	$(BIN)/python benchmarks/startup.py
+	$(BIN)/python benchmarks/seed_batch.py --distribution 20
 
 bench-quality: install  ## the `slow` learning tests (pytest -m slow), then benchmarks/quality.py: median final eval over seeds 0-2 per tuned task, to benchmarks/results/
 	$(BIN)/python -m pytest -m slow -q

@@ -50,7 +50,7 @@ def check_seed(key: str, value: int, count: int = 1) -> None:
         raise UserError(f"{key}={value} must be in [0, {SEED_MAX}] (numpy's seed range, "
                         f"0 to 2**32 - 1)")
     if value + count - 1 > SEED_MAX:
-        raise UserError(f"{key}={value} with seeds_per_trial={count} would train seed "
+        raise UserError(f"{key}={value} with {count} seeds would train seed "
                         f"{value + count - 1}; seeds must be <= {SEED_MAX} (2**32 - 1)")
 
 

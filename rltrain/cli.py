@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rltrain.distributed import SOLO, Solo, World, world_from_env
 from rltrain.envs.trust import NamedCode, named_code
@@ -175,10 +175,13 @@ def _run_job(cfg: DictConfig) -> float:
     from rltrain.compose import train_config_of
     from rltrain.runner.resume import find_resume_checkpoint, resume_config
     from rltrain.runner.runner import Runner
+    from rltrain.seeds.folder import batch_seeds
     from rltrain.sweep import fit_threads, run_seeds
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     payload = None
+    if cfg.get("resume") and batch_seeds(run_dir if cfg.resume == "auto" else cfg.resume):
+        return _resume_seed_batch(cfg, run_dir)
     ckpt = find_resume_checkpoint(str(cfg.resume), run_dir) if cfg.get("resume") else None
     if ckpt is not None:
         payload = checkpoint.load(ckpt)
@@ -193,11 +196,65 @@ def _run_job(cfg: DictConfig) -> float:
         log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", train_cfg.preset)
     if train_cfg.seeds_per_trial > 1 and payload is None:
         return run_seeds(train_cfg, run_dir)
+    if train_cfg.num_seeds > 1:
+        return _run_seed_batch(train_cfg, run_dir, payload)
     runner = Runner(train_cfg, run_dir, resume_from=payload, collective=_COLLECTIVE)
     result = runner.run()
     if "stopped" in result and runner.stopper.signum is not None:  # preempted: tell schedulers
         sys.exit(128 + runner.stopper.signum)
     return float(result["mean_reward"])
+
+
+def _run_seed_batch(cfg: Any, run_dir: Path, payload: dict | None) -> float:
+    """`num_seeds=N`: the seeds as one batch (`rltrain/seeds/`); returns their final eval IQM."""
+    from rltrain.seeds.runner import SeedRunner
+    from rltrain.sweep import write_seed_record
+
+    if payload is not None:  # resume= names one seed's checkpoint of a batch
+        raise UserError("resume= of one checkpoint continues one seed: add num_seeds=1, or "
+                        "resume the whole batch with resume=<batch folder>")
+    _check_no_ranks()
+    runner = SeedRunner(cfg, run_dir)
+    for seed in runner.seeds:
+        write_seed_record(run_dir, RunDir(run_dir).seed(seed).root, seed)
+    return _finish_seed_batch(runner)
+
+
+def _resume_seed_batch(cfg: DictConfig, run_dir: Path) -> float:
+    """`resume=<batch folder>`: every seed from its latest.pt, as one batch again."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from rltrain import checkpoint
+    from rltrain.runner.resume import resume_config
+    from rltrain.seeds.folder import in_step, resumable_seeds
+    from rltrain.seeds.runner import SeedRunner
+
+    _check_no_ranks()
+    folder = run_dir if cfg.resume == "auto" else Path(str(cfg.resume))
+    composed = OmegaConf.to_container(cfg, resolve=True)
+    overrides = [o for o in HydraConfig.get().overrides.task
+                 if o.lstrip("+~").split("=", 1)[0] not in ("resume", "num_seeds", "seed")]
+    payloads = in_step({s: checkpoint.load(p) for s, p in resumable_seeds(folder).items()}, folder)
+    members = {s: (resume_config(p["config"], composed, overrides, str(folder)), p)
+               for s, p in payloads.items()}
+    log.info("resuming the batch in %s: seeds %s", folder, ", ".join(map(str, members)))
+    return _finish_seed_batch(SeedRunner.resumed(members, run_dir))
+
+
+def _check_no_ranks() -> None:
+    if _COLLECTIVE.world.size > 1:
+        raise UserError("num_seeds > 1 under torchrun: pick one (a batch of seeds runs in one "
+                        "process; torchrun splits one seed's rollouts over processes)")
+
+
+def _finish_seed_batch(runner: Any) -> float:
+    """Run the batch; exit 128 + signal when a signal stopped it (schedulers read that)."""
+    summary = runner.run()
+    signum = next((r.stopper.signum for r in runner.runners if r.stopper.signum is not None), None)
+    if signum is not None:  # preempted: tell schedulers
+        sys.exit(128 + signum)
+    return float(summary["mean_reward"])
 
 
 def eval_command(argv: list[str]) -> dict:

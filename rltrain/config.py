@@ -167,6 +167,10 @@ class TrainConfig:
     seeds_per_trial: int = 1
     """Seeds one job trains in turn (`seed`, `seed+1`, ...; each in `<run>/seed_<s>/`); the job
     returns their mean final eval, so a sweeper's trial is not decided by one lucky seed."""
+    num_seeds: int = 1
+    """Seeds trained together in this one process as a batch (`seed`, `seed+1`, ...; each a
+    complete run in `<run>/seed_<s>/`): one batched network call serves them all, each keeps its
+    own env, optimizer, random stream and checkpoints. PPO with MLP policies for now."""
     progress: str = "auto"
     """Console progress: auto (bar on a terminal, plain lines otherwise), bar, plain or off."""
     resume: str | None = None
@@ -309,11 +313,30 @@ def default_num_envs(algo: AlgoConfig) -> int:
     return OFF_POLICY_NUM_ENVS if isinstance(algo, OffPolicyConfig) else ON_POLICY_NUM_ENVS
 
 
+def _check_seed_batch(cfg: TrainConfig) -> None:
+    """What `num_seeds > 1` runs today: feed-forward PPO without gSDE (rltrain/seeds/)."""
+    if cfg.seeds_per_trial > 1:
+        raise UserError("num_seeds and seeds_per_trial both ask for several seeds: keep one "
+                        "(num_seeds=N trains them together, seeds_per_trial=N in turn)")
+    if cfg.algo.name not in ("ppo", "a2c", "dqn"):
+        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs PPO, A2C and DQN for now; "
+                        f"algo={cfg.algo.name} trains one seed per process (num_seeds=1, or "
+                        f"seeds_per_trial={cfg.num_seeds} to train the seeds in turn)")
+    if getattr(cfg.algo, "recurrent", "none") != "none" or getattr(cfg.algo, "use_sde", False):
+        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs feed-forward PPO "
+                        "without gSDE for now; drop algo.recurrent / algo.use_sde, or use "
+                        "num_seeds=1")
+
+
 def _check_run(cfg: TrainConfig, here: bool) -> None:
     """Run-level fields: seeds, device, threads, evaluation and checkpoint counts, progress."""
     if cfg.seeds_per_trial < 1:
         raise UserError(f"seeds_per_trial={cfg.seeds_per_trial} must be >= 1")
-    check_seed("seed", cfg.seed, cfg.seeds_per_trial)
+    if cfg.num_seeds < 1:
+        raise UserError(f"num_seeds={cfg.num_seeds} must be >= 1")
+    if cfg.num_seeds > 1:
+        _check_seed_batch(cfg)
+    check_seed("seed", cfg.seed, max(cfg.seeds_per_trial, cfg.num_seeds))
     check_device("device", cfg.device, here)
     if cfg.torch_threads < 0:
         raise UserError(f"torch_threads={cfg.torch_threads} must be >= 0 (0 keeps torch's default)")

@@ -103,6 +103,12 @@ def resume_run_dir(argv: list[str]) -> list[str]:
     value = next((a.split("=", 1)[1] for a in argv if a.startswith("resume=")), None)
     if not value or value == "auto" or any(a.startswith("hydra.run.dir=") for a in argv):
         return []
+    from rltrain.seeds.folder import batch_seeds, resumable_seeds
+
+    if batch_seeds(value):  # a num_seeds batch: every seed's checkpoint, the batch's folder
+        for ckpt in resumable_seeds(Path(value)).values():
+            _check_resume(ckpt, argv)
+        return [f"hydra.run.dir={Path(value)}", f"hydra.output_subdir={HYDRA}/resume"]
     from rltrain.runner.ownership import check_not_live
     from rltrain.runner.resume import find_resume_checkpoint  # torch: only when resuming
 

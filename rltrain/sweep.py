@@ -228,11 +228,11 @@ def write_seed_record(run_dir: Path, sub: Path, seed: int) -> None:
         return
     dst.hydra.mkdir(parents=True, exist_ok=True)
     config = OmegaConf.load(src.hydra_config)
-    config.seed, config.seeds_per_trial = seed, 1
+    config.seed, config.seeds_per_trial, config.num_seeds = seed, 1, 1
     OmegaConf.save(config, dst.hydra_config)
     overrides = OmegaConf.load(src.hydra_overrides) if src.hydra_overrides.is_file() else []
     kept = [o for o in overrides if o.lstrip("+~").partition("=")[0]
-            not in ("seed", "seeds_per_trial")]
+            not in ("seed", "seeds_per_trial", "num_seeds")]
     OmegaConf.save(OmegaConf.create([*kept, f"seed={seed}"]), dst.hydra_overrides)
     if (src.hydra / "hydra.yaml").is_file():  # Hydra's own settings, copied as they are
         (dst.hydra / "hydra.yaml").write_bytes((src.hydra / "hydra.yaml").read_bytes())

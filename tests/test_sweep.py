@@ -106,11 +106,13 @@ def test_seed_record_gives_each_seed_folder_its_own_config_and_overrides(tmp_pat
     hydra = tmp_path / "job" / ".hydra"
     hydra.mkdir(parents=True)
     (hydra / "config.yaml").write_text(yaml.safe_dump({"seed": 0, "seeds_per_trial": 3}))
-    (hydra / "overrides.yaml").write_text(yaml.safe_dump(["algo.lr=0.1", "seeds_per_trial=3"]))
+    (hydra / "overrides.yaml").write_text(yaml.safe_dump(["algo.lr=0.1", "seeds_per_trial=3",
+                                                          "num_seeds=4"]))
     (hydra / "hydra.yaml").write_text("hydra: {}\n")
     sweep.write_seed_record(tmp_path / "job", tmp_path / "job" / "seed_2", 2)
     dst = tmp_path / "job" / "seed_2" / ".hydra"
-    assert yaml.safe_load((dst / "config.yaml").read_text()) == {"seed": 2, "seeds_per_trial": 1}
+    assert yaml.safe_load((dst / "config.yaml").read_text()) == {
+        "seed": 2, "seeds_per_trial": 1, "num_seeds": 1}  # a seed's folder is one run
     assert yaml.safe_load((dst / "overrides.yaml").read_text()) == ["algo.lr=0.1", "seed=2"]
     assert (dst / "hydra.yaml").is_file()
 

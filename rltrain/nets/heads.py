@@ -33,9 +33,13 @@ class CategoricalDist:
             logits = logits.masked_fill(~mask, MASKED_LOGIT)
         self.log_probs = torch.log_softmax(logits, dim=-1)
 
-    def sample(self) -> torch.Tensor:
-        """Indices [B] (Gumbel-max: argmax of log p + Gumbel noise)."""
-        u = torch.rand_like(self.log_probs).clamp_(min=1e-20)
+    noise = "uniform"
+    """What `sample(noise)` takes: uniform draws in [0, 1) shaped like the logits."""
+
+    def sample(self, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Indices [B] (Gumbel-max: argmax of log p + Gumbel noise); `noise`: the uniform
+        draws to use (a seed batch draws each seed's from its own generator), else fresh ones."""
+        u = (torch.rand_like(self.log_probs) if noise is None else noise.clone()).clamp_(min=1e-20)
         return (self.log_probs - torch.log(-torch.log(u))).argmax(-1)
 
     def log_prob(self, action: torch.Tensor) -> torch.Tensor:
@@ -108,9 +112,13 @@ class DiagGaussianDist:
     def __init__(self, mean: torch.Tensor, log_std: torch.Tensor):
         self.mean, self.log_std = mean, log_std.expand_as(mean)
 
-    def sample(self) -> torch.Tensor:
-        """mean + std · ε, [B, A]."""
-        return self.mean + self.log_std.exp() * torch.randn_like(self.mean)
+    noise = "normal"
+    """What `sample(noise)` takes: standard normal draws shaped like the mean."""
+
+    def sample(self, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """mean + std · ε, [B, A]; `noise`: the ε to use, else fresh draws."""
+        eps = torch.randn_like(self.mean) if noise is None else noise
+        return self.mean + self.log_std.exp() * eps
 
     def log_prob(self, action: torch.Tensor) -> torch.Tensor:
         """Joint log-density of `action` [B, A], summed over action dimensions: [B]."""

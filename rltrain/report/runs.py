@@ -22,7 +22,7 @@ EVAL_TAG = "eval/mean_reward"
 EVAL_STD_TAG = "eval/std_reward"
 TRAIN_TAG = "episode/mean_reward"
 # Overrides that do not change what a run learns: runs differing only in these form one group.
-UNGROUPED = ("seed", "seeds_per_trial", "progress", "resume")
+UNGROUPED = ("seed", "seeds_per_trial", "num_seeds", "progress", "resume")
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,22 +107,25 @@ class Runner:
 
     def run(self) -> dict[str, Any]:
         """Train, then evaluate and checkpoint the final policy; returns the final eval result.
+        A fault is one `TrainingError` line and the last good checkpoint stays in place."""
+        with self.opened():
+            started = time.perf_counter()
+            result = self._train_and_finish()
+            self.log_final(result, started)
+        self.say_done(result)
+        return result
 
-        The run folder's lock and the stop handlers (signals, `STOP`) cover the whole run, from
-        the first step to the last file written; a fault is one `TrainingError` line and the
-        last good checkpoint stays in place.
-        """
+    @contextlib.contextmanager
+    def opened(self) -> Iterator[None]:
+        """The run's folder locked, the stop handlers (signals, `STOP`) on and the outputs open,
+        from the first step to the last file written; everything closed however it ends."""
         if self.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         lock = run_lock(self.run_dir) if self.main else contextlib.nullcontext()
         with lock, self.stopper, disk_full_is_one_line(self.run_dir):
             self._open_outputs()
-            started = time.perf_counter()
             try:
-                result = self._train_and_finish()
-                if "stopped" not in result:
-                    self.loggers.log(final_metrics(result, self.state, time.perf_counter() - started),
-                                     self.state.global_step)
+                yield
             finally:
                 if self.main:
                     self.stopper.stop_file.unlink(missing_ok=True)  # a STOP file is consumed
@@ -132,9 +136,17 @@ class Runner:
                     self.eval_env.close()
                 if self.main:
                     write_run_curve(self.run_dir)  # learning_curve.png; never raises
+
+    def log_final(self, result: dict[str, Any], started: float) -> None:
+        """A completed run's `final/*` row (`started`: its `time.perf_counter()` at the start)."""
+        if "stopped" not in result:
+            self.loggers.log(final_metrics(result, self.state, time.perf_counter() - started),
+                             self.state.global_step)
+
+    def say_done(self, result: dict[str, Any]) -> None:
+        """The closing line of a completed run."""
         if "stopped" not in result and self.main:
             say_done(result, self.state.global_step, self.paths.checkpoints)
-        return result
 
     def _open_outputs(self) -> None:
         """Loggers, console progress and the start lines: rank 0's (the only one under
@@ -159,13 +171,20 @@ class Runner:
         say_encoders(cfg.algo, self.env.spec)
 
     def _train_and_finish(self) -> dict[str, Any]:
-        """The family's loop, the final evaluation and the final checkpoints (or a stop)."""
+        """The family's loop, then `finish()`."""
         try:
             try:
                 (run_on_policy if self.family == "on_policy" else run_off_policy)(self.ctx)
             except ValueError:  # e.g. torch distributions refusing NaN parameters
                 check_weights(self.algo, self.state.global_step)
                 raise
+        except EnvError as exc:
+            raise self._env_error(exc) from exc
+        return self.finish()
+
+    def finish(self) -> dict[str, Any]:
+        """After the loop: the final evaluation and checkpoints, or `latest.pt` after a stop."""
+        try:
             self.progress.update(self.state.global_step, self.episodes.mean_return, force=True)
             if self.state.stop:
                 return self._stopped()
@@ -175,8 +194,7 @@ class Runner:
         except EvalInterrupted:  # a stop arrived during an evaluation: it is abandoned
             return self._stopped()
         except EnvError as exc:
-            raise EnvError(f"{exc} (at env step {self.state.global_step:,}); "
-                           f"{kept(self.run_dir)}") from exc
+            raise self._env_error(exc) from exc
         self.save(self.paths.latest)
         self.save(self.paths.final)
         if self.state.stop:  # the stop came during the final save: the run is complete anyway
@@ -184,6 +202,10 @@ class Runner:
                         self.state.stop_reason)
             self.stopper.signum = None
         return result
+
+    def _env_error(self, exc: EnvError) -> EnvError:
+        """`exc` with the env step it happened at and where the last good checkpoint is."""
+        return EnvError(f"{exc} (at env step {self.state.global_step:,}); {kept(self.run_dir)}")
 
     def _stopped(self) -> dict[str, Any]:
         """Save `latest.pt` after a requested stop and tell the user how to continue."""

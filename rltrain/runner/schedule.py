@@ -46,6 +46,12 @@ class Schedule:
         self.next_ckpt += self.ckpt_freq
         return True
 
+    def saves_at(self, step: int) -> bool:
+        """True when an evaluation or a periodic checkpoint is due at `step` (nothing advances:
+        a seed batch asks this to copy each seed's weights back only when they are read)."""
+        return bool((self.next_eval and step >= self.next_eval)
+                    or (self.next_ckpt and step >= self.next_ckpt))
+
     def state_dict(self) -> dict[str, int]:
         """The next due steps, as the checkpoint key `schedule` stores them."""
         return {"eval": self.next_eval, "ckpt": self.next_ckpt, "log": self.next_log}

@@ -32,3 +32,12 @@ def test_state_dict_is_the_plain_checkpoint_dict_and_restores_the_next_due_steps
     resumed = Schedule.every(eval_freq=100, ckpt_freq=64, log_freq=10)
     resumed.load_state_dict(saved)
     assert resumed == sched
+
+
+def test_saves_at_peeks_without_advancing():
+    s = Schedule.every(eval_freq=100, ckpt_freq=250, log_freq=10)
+    assert not s.saves_at(99)
+    assert s.saves_at(100) and s.saves_at(100)  # asking twice changes nothing
+    assert s.due_eval(100) and not s.saves_at(150)
+    assert s.saves_at(250)
+    assert not Schedule.every(0, 0, 10).saves_at(10**9)  # never evaluates, never checkpoints

@@ -1,0 +1,129 @@
+"""The seeds of a batch still training: their Runners, random streams and batched algorithm,
+and what each seed does on its own between updates (log, evaluate, checkpoint, fail alone)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+from rltrain.errors import TrainingError
+from rltrain.runner.context import LoopContext
+from rltrain.runner.runner import Runner
+from rltrain.seeds.a2c import SeedA2C
+from rltrain.seeds.dqn import SeedDQN
+from rltrain.seeds.ppo import SeedPPO
+from rltrain.seeds.rng import SeedStreams
+
+log = logging.getLogger("rltrain")
+
+
+class _SeedPrefix(logging.Filter):
+    """Puts "[seed s] " in front of every rltrain console line logged meanwhile."""
+
+    def __init__(self, seed: int):
+        super().__init__()
+        self.prefix = f"[seed {seed}] "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self.prefix + str(record.msg)
+        return True
+
+
+@contextlib.contextmanager
+def seed_lines(seed: int) -> Iterator[None]:
+    """Console lines logged meanwhile say which seed they are about."""
+    prefix = _SeedPrefix(seed)
+    log.addFilter(prefix)
+    try:
+        yield
+    finally:
+        log.removeFilter(prefix)
+
+
+BATCHED = {"ppo": SeedPPO, "a2c": SeedA2C, "dqn": SeedDQN}
+"""The algorithms a seed batch runs, by `algo.name`, and their batched form."""
+
+
+def batched(runners: list[Runner], streams: SeedStreams) -> SeedPPO | SeedA2C | SeedDQN:
+    """The batched algorithm over the runners' own algorithm objects."""
+    return BATCHED[runners[0].cfg.algo.name]([r.algo for r in runners], streams)
+
+
+class SeedBatch:
+    """The seeds still training: their Runners (in seed order), random streams and batched
+    algorithm. A seed whose run fails (a non-finite loss or weight) leaves the batch; the rest
+    go on."""
+
+    def __init__(self, runners: list[Runner], seeds: list[int], streams: SeedStreams,
+                 stop_file: Path):
+        self.runners, self.seeds, self.streams = runners, seeds, streams
+        self.stop_file = stop_file  # `<batch folder>/STOP` stops every seed
+        self.algo = batched(runners, streams)
+        self.failed: dict[int, str] = {}  # seed -> why it stopped
+
+    @property
+    def ctxs(self) -> list[LoopContext]:
+        return [r.ctx for r in self.runners]
+
+    @contextlib.contextmanager
+    def member(self, k: int, alone: bool = True) -> Iterator[None]:
+        """Seed k's console prefix and, when its run does something `alone` that may draw or
+        save random numbers (evaluate, checkpoint), its random state in the global generators."""
+        with seed_lines(self.seeds[k]), (self.streams.as_global(k) if alone
+                                         else contextlib.nullcontext()):
+            yield
+
+    def fire(self, event: str) -> None:
+        """Every seed's callbacks of `event`."""
+        for runner in self.runners:
+            runner.fire(event)
+
+    def finished(self) -> bool:
+        """The budget is spent (every seed is at the same step), or a stop was asked for."""
+        state = self.runners[0].state
+        return state.global_step >= state.total_timesteps or state.stop
+
+    def end_iteration(self) -> list[int]:
+        """Each seed logs, evaluates and checkpoints as its single run would; a failed seed
+        leaves the batch, and one seed's stop (a signal, its STOP file) stops them all.
+        Returns the indices (into the batch before) of the seeds that go on."""
+        kept = []
+        step = self.runners[0].state.global_step
+        saves = any(r.schedule.saves_at(step) for r in self.runners)
+        if saves:  # an evaluation or a checkpoint reads the seeds' own modules
+            self.algo.sync()
+        for k, runner in enumerate(self.runners):
+            try:
+                with self.member(k, alone=saves):
+                    runner.end_iteration()
+                kept.append(k)
+            except TrainingError as exc:
+                seed = self.seeds[k]
+                self.failed[seed] = str(exc)
+                log.error("[seed %d] stopped: %s; its last good checkpoint stays in %s; the "
+                          "other seeds go on", seed, exc, runner.paths.checkpoints)
+        if self.stop_file.exists():
+            self.stop_file.unlink(missing_ok=True)
+            log.warning("found %s: stopping every seed after this iteration", self.stop_file)
+            for runner in self.runners:
+                runner.state.stop, runner.state.stop_reason = True, "STOP file"
+        stopping = [r.state for r in self.runners if r.state.stop]
+        if stopping:
+            for runner in self.runners:
+                runner.state.stop = True
+                runner.state.stop_reason = runner.state.stop_reason or stopping[0].stop_reason
+        if len(kept) < len(self.runners):
+            self._keep(kept)
+        return kept
+
+    def _keep(self, kept: list[int]) -> None:
+        self.algo.sync()  # the survivors' state, from which the smaller batch is built
+        for k in reversed(range(len(self.runners))):
+            if k not in kept:
+                self.streams.drop(k)
+        self.runners = [self.runners[k] for k in kept]
+        self.seeds = [self.seeds[k] for k in kept]
+        if self.runners:
+            self.algo = batched(self.runners, self.streams)

@@ -1,0 +1,93 @@
+"""DQN over a batch of seeds: the math of `algos/dqn.py` with a leading seed dimension.
+
+The members are ordinary `DQN` objects, one per seed. The online and target Q-networks are
+trained stacked (`StackedQ`, `SeedAdam`, per-seed gradient clipping); ε-greedy exploration,
+warm-up actions and replay sampling draw from each seed's own stream. Every seed steps in
+lockstep, so the learning-rate and ε schedules and the target-update steps are the same for all.
+`sync` copies each seed's networks, optimizer state and target-update counter into its member.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from rltrain.algos.base import td_target
+from rltrain.algos.dqn import DQN
+from rltrain.errors import UserError
+from rltrain.seeds.optim import SeedAdam, clip_per_seed
+from rltrain.seeds.rng import SeedStreams
+from rltrain.seeds.stacked import StackedQ
+from rltrain.types import Metrics, TransitionBatch
+
+
+class SeedDQN:
+    """`act`, `random_actions` and `update` for S DQN members at once (inputs `[S, ...]`)."""
+
+    def __init__(self, members: list[DQN], streams: SeedStreams):
+        if not all(isinstance(m, DQN) for m in members):
+            raise UserError("a DQN seed batch needs DQN members")
+        self.members, self.streams = members, streams
+        self.cfg, self.n_actions = members[0].cfg, members[0].spec.action_dim
+        self.q = StackedQ([m.q_net for m in members])
+        self.q_target = StackedQ([m.q_target for m in members], requires_grad=False)
+        self.params = self.q.parameters()
+        self.optimizer = SeedAdam(self.params, [m.optimizer for m in members])
+        self.next_target_update = members[0].next_target_update
+
+    def random_actions(self, num_envs: int) -> torch.Tensor:
+        """Uniform actions `[S, N]` before learning starts, each seed from its own stream."""
+        return torch.stack([torch.randint(0, self.n_actions, (num_envs,), generator=g)
+                            for g in self.streams.generators])
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
+        """ε-greedy actions `[S, N]`; each seed draws its random actions, then its coins."""
+        greedy = self.q(obs).argmax(-1)
+        rows = greedy.shape[1]
+        random = self.random_actions(rows)
+        coins = torch.stack([torch.rand((rows,), generator=g) for g in self.streams.generators])
+        return torch.where(coins < self.members[0].epsilon(global_step), random, greedy)
+
+    def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
+        """One Huber-loss step of every seed on its own minibatch (`batch` fields `[S, B, ...]`),
+        then the target update when due; one metrics dict per seed."""
+        cfg = self.cfg
+        self.optimizer.lr = lr = self.members[0].learning_rate(global_step)
+        with torch.no_grad():
+            q_next_target = self.q_target(batch.next_obs)
+            q_next_online = self.q(batch.next_obs) if cfg.double_q else q_next_target
+            best = q_next_online.argmax(-1, keepdim=True)
+            next_value = q_next_target.gather(-1, best).squeeze(-1)
+            target = td_target(batch.rewards, next_value, batch.terminated, cfg.gamma)
+        q = self.q(batch.obs).gather(-1, batch.actions.long().unsqueeze(-1)).squeeze(-1)
+        loss = F.smooth_l1_loss(q, target, reduction="none").mean(-1)  # [S]
+        self.optimizer.zero_grad()
+        loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
+        norms = clip_per_seed(self.params, cfg.max_grad_norm)
+        self.optimizer.step([True] * len(self.members))
+        self._update_target(global_step)
+        rows = torch.stack([loss.detach(), q.detach().mean(-1), target.mean(-1), norms], 1).tolist()
+        eps = self.members[0].epsilon(global_step)
+        return [{"train/q_loss": r[0], "train/mean_q": r[1], "train/td_target_mean": r[2],
+                 "train/grad_norm": r[3], "train/learning_rate": lr, "exploration/epsilon": eps}
+                for r in rows]
+
+    @torch.no_grad()
+    def _update_target(self, global_step: int) -> None:
+        """As `DQN._update_target`: Polyak every step when tau < 1, else a copy when due."""
+        online, target = self.q.parameters(), self.q_target.parameters()
+        if self.cfg.tau < 1.0:
+            torch._foreach_lerp_(target, online, self.cfg.tau)
+        elif global_step >= self.next_target_update:
+            torch._foreach_copy_(target, online)
+            interval = self.cfg.target_update_interval
+            self.next_target_update = (global_step // interval + 1) * interval
+
+    def sync(self) -> None:
+        """Copy each seed's networks, optimizer state and target counter into its member."""
+        for k, algo in enumerate(self.members):
+            self.q.copy_to(k, algo.q_net)
+            self.q_target.copy_to(k, algo.q_target)
+            self.optimizer.copy_to(k, algo.optimizer)
+            algo.next_target_update = self.next_target_update

@@ -1,0 +1,57 @@
+"""A batch folder on disk: which seeds it holds, and what `resume=<batch>` continues.
+
+A `num_seeds=N` batch started from the command line records `num_seeds` and `seed` in its
+`.hydra/config.yaml`; its seeds live in `seed_<s>/`, each with its own checkpoints. Reading
+this needs no torch (it runs before Hydra starts, on the path of every `resume=`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from rltrain.errors import UserError
+from rltrain.run_dir import RunDir
+
+log = logging.getLogger("rltrain")
+
+
+def batch_seeds(folder: str | Path) -> list[int] | None:
+    """The seeds of the `num_seeds` batch whose folder is `folder`; None when it is not one."""
+    config = RunDir(Path(folder)).hydra_config
+    if not Path(folder).is_dir() or not config.is_file():
+        return None
+    from omegaconf import OmegaConf
+
+    try:
+        saved = OmegaConf.load(config)
+        count, first = int(saved.get("num_seeds", 1) or 1), int(saved.get("seed", 0) or 0)
+    except Exception:  # noqa: BLE001  (an unreadable record: not a batch we can resume)
+        return None
+    return [first + k for k in range(count)] if count > 1 else None
+
+
+def resumable_seeds(folder: Path) -> dict[int, Path]:
+    """Seed -> its `latest.pt`, for the seeds of the batch in `folder` that have one."""
+    seeds = batch_seeds(folder) or []
+    found = {s: RunDir(folder).seed(s).latest for s in seeds}
+    found = {s: p for s, p in found.items() if p.is_file()}
+    if not found:
+        raise UserError(f"resume: no seed of the batch in {folder} has a checkpoint "
+                        "(seed_<s>/checkpoints/latest.pt) to resume from")
+    return found
+
+
+def in_step(payloads: dict[int, dict[str, Any]], folder: Path) -> dict[int, dict[str, Any]]:
+    """The seeds whose checkpoints are at the batch's furthest step (a batch trains in lockstep;
+    a seed that failed earlier is left out, with a line saying how to resume it alone)."""
+    steps = {s: int(p.get("counters", {}).get("global_step", 0)) for s, p in payloads.items()}
+    top = max(steps.values())
+    for seed, step in steps.items():
+        if step < top:
+            log.warning("resume: seed %d is left out (its latest.pt is at step %s, the batch's at "
+                        "%s: see %s); resume it alone with rltrain resume=%s", seed,
+                        f"{step:,}", f"{top:,}", RunDir(folder).seeds_summary,
+                        RunDir(folder).seed(seed).root)
+    return {s: p for s, p in payloads.items() if steps[s] == top}

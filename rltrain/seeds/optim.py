@@ -1,0 +1,155 @@
+"""Adam and gradient-norm clipping over parameters stacked `[S, ...]`, per seed.
+
+Each seed's single run clips its gradients to a global norm and steps `torch.optim.Adam`. Here
+the same two steps run on all seeds' stacked tensors at once, with the norm, the clip factor and
+Adam's step count kept per seed; a seed that is not `active` (its KL stopped its epochs) keeps
+its parameters and moments as they were. The state is copied to and from each seed's own
+`torch.optim.Adam` (`copy_to`, `copy_from`), so a seed's checkpoint is its single run's.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _per_seed(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """`x` `[S]` shaped to broadcast over `like` `[S, ...]`."""
+    return x.view(-1, *([1] * (like.dim() - 1)))
+
+
+@torch.no_grad()
+def clip_per_seed(params: list[torch.Tensor], max_norm: float | None) -> torch.Tensor:
+    """Each seed's global gradient norm `[S]` (before clipping); when `max_norm` is set,
+    scale each seed's gradients by min(1, max_norm / (norm + 1e-6)), as `clip_grad_norm_` does."""
+    grads = [p.grad for p in params if p.grad is not None]
+    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])
+    total = torch.linalg.vector_norm(norms, dim=0)
+    if max_norm is not None and max_norm > 0:
+        scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(_per_seed(scale, g))
+    return total
+
+
+class SeedAdam:
+    """Adam (no weight decay, no amsgrad: what rltrain's on-policy algorithms use) over stacked
+    leaf tensors, one step count per seed; hyperparameters from the seeds' own optimizers."""
+
+    def __init__(self, params: list[torch.Tensor], optimizers: list[torch.optim.Optimizer]):
+        group = optimizers[0].param_groups[0]
+        self.params = params
+        self.lr: float = group["lr"]
+        self.betas: tuple[float, float] = group["betas"]
+        self.eps: float = group["eps"]
+        self.exp_avg = [torch.zeros_like(p) for p in params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in params]
+        self.steps = torch.zeros(len(optimizers), dtype=torch.float64)
+        for k, opt in enumerate(optimizers):
+            self.copy_from(k, opt)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, active: list[bool]) -> None:
+        """One Adam step of every `active` seed at `self.lr`."""
+        on = torch.tensor(active)
+        frozen = [k for k, a in enumerate(active) if not a]
+        kept = [(p[frozen].clone(), m[frozen].clone(), v[frozen].clone())
+                for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True)
+                ] if frozen else []
+        self.steps += on.to(self.steps.dtype)
+        beta1, beta2 = self.betas
+        steps = self.steps.clamp(min=1.0)  # a frozen seed that never stepped: any value will do
+        step_size = (self.lr / (1 - beta1 ** steps)).to(torch.float32)
+        bias2_sqrt = (1 - beta2 ** steps).sqrt().to(torch.float32)
+        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
+            if p.grad is None:
+                continue
+            m.lerp_(p.grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            denom = (v.sqrt() / _per_seed(bias2_sqrt, v)).add_(self.eps)
+            p.addcdiv_(m * _per_seed(step_size, m), denom, value=-1.0)
+        for (p0, m0, v0), p, m, v in zip(kept, self.params, self.exp_avg, self.exp_avg_sq,
+                                         strict=False):
+            p[frozen], m[frozen], v[frozen] = p0, m0, v0
+
+    @torch.no_grad()
+    def copy_to(self, k: int, optimizer: torch.optim.Optimizer) -> None:
+        """Seed k's moments and step count into its own optimizer (for its checkpoint)."""
+        for i, p in enumerate(optimizer.param_groups[0]["params"]):
+            state = optimizer.state[p]
+            if not state:
+                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                state["exp_avg"] = torch.zeros_like(p)
+                state["exp_avg_sq"] = torch.zeros_like(p)
+            state["step"].fill_(float(self.steps[k]))
+            state["exp_avg"].copy_(self.exp_avg[i][k])
+            state["exp_avg_sq"].copy_(self.exp_avg_sq[i][k])
+        optimizer.param_groups[0]["lr"] = self.lr
+
+    @torch.no_grad()
+    def copy_from(self, k: int, optimizer: torch.optim.Optimizer) -> None:
+        """Seed k's moments and step count from its own optimizer (fresh: zeros)."""
+        for i, p in enumerate(optimizer.param_groups[0]["params"]):
+            state = optimizer.state.get(p) or {}
+            if "exp_avg" in state:
+                self.exp_avg[i][k].copy_(state["exp_avg"])
+                self.exp_avg_sq[i][k].copy_(state["exp_avg_sq"])
+                self.steps[k] = float(state["step"])
+
+
+class SeedRMSprop:
+    """RMSprop as `torch.optim.RMSprop` with its defaults beyond `alpha` and `eps` (no momentum,
+    not centered, no weight decay: what A2C uses) over stacked leaf tensors, per seed."""
+
+    def __init__(self, params: list[torch.Tensor], optimizers: list[torch.optim.Optimizer]):
+        group = optimizers[0].param_groups[0]
+        if group["momentum"] or group["centered"] or group["weight_decay"]:
+            raise ValueError("SeedRMSprop: momentum, centered and weight decay are not batched")
+        self.params = params
+        self.lr: float = group["lr"]
+        self.alpha: float = group["alpha"]
+        self.eps: float = group["eps"]
+        self.square_avg = [torch.zeros_like(p) for p in params]
+        self.steps = torch.zeros(len(optimizers), dtype=torch.float64)
+        for k, opt in enumerate(optimizers):
+            self.copy_from(k, opt)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, active: list[bool]) -> None:
+        """One RMSprop step of every seed (A2C takes one per rollout: all are `active`)."""
+        if not all(active):
+            raise ValueError("SeedRMSprop steps every seed together")
+        self.steps += 1
+        for p, v in zip(self.params, self.square_avg, strict=True):
+            if p.grad is None:
+                continue
+            v.mul_(self.alpha).addcmul_(p.grad, p.grad, value=1 - self.alpha)
+            p.addcdiv_(p.grad, v.sqrt().add_(self.eps), value=-self.lr)
+
+    @torch.no_grad()
+    def copy_to(self, k: int, optimizer: torch.optim.Optimizer) -> None:
+        """Seed k's running average and step count into its own optimizer."""
+        for i, p in enumerate(optimizer.param_groups[0]["params"]):
+            state = optimizer.state[p]
+            if not state:
+                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                state["square_avg"] = torch.zeros_like(p)
+            state["step"].fill_(float(self.steps[k]))
+            state["square_avg"].copy_(self.square_avg[i][k])
+        optimizer.param_groups[0]["lr"] = self.lr
+
+    @torch.no_grad()
+    def copy_from(self, k: int, optimizer: torch.optim.Optimizer) -> None:
+        """Seed k's running average and step count from its own optimizer (fresh: zeros)."""
+        for i, p in enumerate(optimizer.param_groups[0]["params"]):
+            state = optimizer.state.get(p) or {}
+            if "square_avg" in state:
+                self.square_avg[i][k].copy_(state["square_avg"])
+                self.steps[k] = float(state["step"])

@@ -1,0 +1,62 @@
+"""One random stream per seed: each seed of a batch draws what its single-seed run would draw.
+
+A single-seed run draws from the process-wide generators (torch, numpy, python), seeded with
+its seed when its Runner is built. A batch keeps, for each seed, the state those generators had
+right after that seed's Runner was built, and draws that seed's noise and minibatch orders from
+it; whatever runs for one seed alone (its evaluation, its checkpoint's saved RNG state) runs with
+that seed's state swapped into the process-wide generators (`as_global`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from rltrain import checkpoint
+
+
+class SeedStreams:
+    """The random state of each seed of a batch (captured in seed order by `capture()`)."""
+
+    def __init__(self) -> None:
+        self.generators: list[torch.Generator] = []
+        self._host: list[dict[str, Any]] = []  # numpy and python states, per seed
+
+    def capture(self) -> None:
+        """Append the process-wide state as the next seed's (call right after building it)."""
+        state = checkpoint.rng_state()
+        gen = torch.Generator()
+        gen.set_state(state.pop("torch"))
+        self.generators.append(gen)
+        self._host.append(state)
+
+    def drop(self, k: int) -> None:
+        """Forget seed k (it left the batch)."""
+        del self.generators[k], self._host[k]
+
+    def draw(self, kind: str, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+        """`[S, *shape]`: each seed's uniform [0, 1) (`kind` "uniform") or standard normal
+        ("normal") draws from its own generator, as `rand_like`/`randn_like` would give it."""
+        fn = torch.rand if kind == "uniform" else torch.randn
+        return torch.stack([fn(tuple(shape), generator=g) for g in self.generators])
+
+    def randperm(self, n: int, active: list[bool]) -> torch.Tensor:
+        """`[S, n]`: a permutation per seed; a seed not `active` draws nothing (identity)."""
+        return torch.stack([torch.randperm(n, generator=g) if on else torch.arange(n)
+                            for g, on in zip(self.generators, active, strict=True)])
+
+    @contextlib.contextmanager
+    def as_global(self, k: int) -> Iterator[None]:
+        """Seed k's state in the process-wide generators meanwhile (and kept afterwards)."""
+        outside = checkpoint.rng_state()
+        checkpoint.set_rng_state({**self._host[k], "torch": self.generators[k].get_state()})
+        try:
+            yield
+        finally:
+            state = checkpoint.rng_state()
+            self.generators[k].set_state(state.pop("torch"))
+            self._host[k] = state
+            checkpoint.set_rng_state(outside)

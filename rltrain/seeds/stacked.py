@@ -1,0 +1,156 @@
+"""The networks of S seeds (one architecture) run as one: parameters stacked `[S, ...]`.
+
+A `Linear` of seed k is `x[k] @ W[k]ᵀ + b[k]`; for all seeds at once that is one `baddbmm` over
+`[S, B, in]`. Activations and the distributions of `nets/heads.py` act on the last dimension, so
+they take the leading seed dimension as they are. Seeds share no parameter: the gradient of a
+sum of per-seed losses gives each seed exactly its own gradient. The stacked tensors are the
+ones trained; each seed's own module gets its parameters copied back (`copy_to`) before its
+evaluation or checkpoint reads them.
+
+Not bit for bit: the forward matched `nn.Linear` per slice exactly here, but the backward of a
+4-input first layer differed by ~6e-9 (the weight gradient is summed in another order), and
+reductions over `[S, B]` along B differ from those over `[B]` in the last bit. Training
+amplifies such differences (about 10x per PPO update on CartPole): a seed in a batch matches its
+single run within 1e-5 for its first updates, then follows its own trajectory of the same
+distribution (tests/seeds/test_equivalence.py, benchmarks/seed_batch.py).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rltrain.errors import UserError
+from rltrain.nets.actor_critic import ActorCritic
+from rltrain.nets.heads import CategoricalDist, CategoricalHead, DiagGaussianDist, GaussianHead
+from rltrain.nets.mlp import ACTIVATIONS
+from rltrain.nets.q import DuelingHead, QNetwork, dueling_aggregate
+
+_LAYERS = (nn.Linear, nn.LayerNorm, *ACTIVATIONS.values())
+
+Weights = dict[str, torch.Tensor]
+"""Parameter name -> the S seeds' tensors stacked `[S, *shape]`."""
+
+
+def _check_layers(*seqs: nn.Sequential) -> None:
+    for seq in seqs:
+        for layer in seq:
+            if not isinstance(layer, _LAYERS):
+                raise UserError(f"num_seeds > 1 cannot batch a {type(layer).__name__} layer; "
+                                "use num_seeds=1")
+
+
+def _check_vector_obs(*encoders: nn.Module | None) -> None:
+    if any(e is not None for e in encoders):
+        raise UserError("num_seeds > 1 runs MLP networks on vector observations for now "
+                        "(images, Dict or categorical observations need num_seeds=1)")
+
+
+def check_stackable(policy: nn.Module) -> None:
+    """Refuse, in one line, a network the batch cannot run (what it can: MLP actor-critics with
+    a categorical or Gaussian head, and MLP Q-networks, plain or dueling, on vector obs)."""
+    if isinstance(policy, QNetwork):
+        _check_vector_obs(policy.encoder)
+        _check_layers(policy.body)
+        return
+    if type(policy) is not ActorCritic:
+        raise UserError("num_seeds > 1 runs feed-forward networks for now; drop algo.recurrent "
+                        "or use num_seeds=1")
+    if policy.shared:
+        raise UserError("num_seeds > 1 does not batch net.share_encoder yet; use num_seeds=1")
+    _check_vector_obs(policy.actor_encoder, policy.critic_encoder)
+    if type(policy.head) not in (CategoricalHead, GaussianHead):
+        raise UserError("num_seeds > 1 supports Discrete and Box actions without gSDE for now "
+                        "(MultiDiscrete, MultiBinary and algo.use_sde need num_seeds=1)")
+    _check_layers(policy.actor_body, policy.critic)
+
+
+class Stacked:
+    """The parameters of S modules of one architecture as stacked leaf tensors `params[name]`;
+    `copy_to` writes seed k's into its own module, `copy_from` loads them from there."""
+
+    def __init__(self, modules: list[nn.Module], requires_grad: bool = True):
+        for module in modules:
+            check_stackable(module)
+        self.template = modules[0]
+        self.seeds = len(modules)
+        per_seed = [dict(m.named_parameters()) for m in modules]
+        self.params: Weights = {
+            name: torch.stack([ps[name].detach() for ps in per_seed]).requires_grad_(requires_grad)
+            for name in per_seed[0]}
+
+    def parameters(self) -> list[torch.Tensor]:
+        """The stacked tensors, in the order of the template's `parameters()`."""
+        return list(self.params.values())
+
+    @torch.no_grad()
+    def copy_to(self, k: int, module: nn.Module) -> None:
+        """Write seed k's parameters into `module`, its own."""
+        for name, param in module.named_parameters():
+            param.copy_(self.params[name][k])
+
+    @torch.no_grad()
+    def copy_from(self, k: int, module: nn.Module) -> None:
+        """Load seed k's parameters from `module`, its own."""
+        for name, param in module.named_parameters():
+            self.params[name][k].copy_(param)
+
+
+class StackedActorCritic(Stacked):
+    """S `ActorCritic`s; observations `[S, B, obs_dim]`."""
+
+    def __init__(self, policies: list[ActorCritic]):
+        super().__init__(policies)
+        head = self.template.head
+        self.gaussian = isinstance(head, GaussianHead)
+        self.log_std_bounds = (head.log_std_min, head.log_std_max) if self.gaussian else None
+
+    def dist(self, obs: torch.Tensor) -> CategoricalDist | DiagGaussianDist:
+        """The action distributions at `obs` (batch shape `[S, B]`)."""
+        w = self.params
+        features = _sequential(w, "actor_body", self.template.actor_body, obs.flatten(2))
+        if not self.gaussian:
+            return CategoricalDist(_linear(w, "head.logits", features))
+        low, high = self.log_std_bounds  # type: ignore[misc]
+        log_std = w["head.log_std"].clamp(low, high).unsqueeze(1)  # [S, 1, A]
+        return DiagGaussianDist(_linear(w, "head.mean", features), log_std)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(obs) `[S, B]`."""
+        return _sequential(self.params, "critic", self.template.critic, obs.flatten(2)).squeeze(-1)
+
+    def dist_value(self, obs: torch.Tensor,
+                   ) -> tuple[CategoricalDist | DiagGaussianDist, torch.Tensor]:
+        return self.dist(obs), self.value(obs)
+
+
+class StackedQ(Stacked):
+    """S `QNetwork`s (plain or dueling head); `forward(obs [S, B, ...])` is Q `[S, B, n]`."""
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        w = self.params
+        features = _sequential(w, "body", self.template.body, obs.flatten(2))
+        if isinstance(self.template.head, DuelingHead):
+            return dueling_aggregate(_linear(w, "head.value", features),
+                                     _linear(w, "head.advantage", features))
+        return _linear(w, "head", features)
+
+    __call__ = forward
+
+
+def _sequential(w: Weights, prefix: str, seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """`seq` (Linear, LayerNorm and activation layers) applied seed by seed, in one pass."""
+    for name, layer in seq.named_children():
+        if isinstance(layer, nn.Linear):
+            x = _linear(w, f"{prefix}.{name}", x)
+        elif isinstance(layer, nn.LayerNorm):
+            x = nn.functional.layer_norm(x, layer.normalized_shape, None, None, layer.eps)
+            x = x * w[f"{prefix}.{name}.weight"].unsqueeze(1) + w[f"{prefix}.{name}.bias"].unsqueeze(1)
+        else:  # an elementwise activation
+            x = layer(x)
+    return x
+
+
+def _linear(w: Weights, name: str, x: torch.Tensor) -> torch.Tensor:
+    """`x[k] @ W[k]ᵀ + b[k]` for every seed k: `[S, B, in]` -> `[S, B, out]`."""
+    return torch.baddbmm(w[f"{name}.bias"].unsqueeze(1), x, w[f"{name}.weight"].transpose(1, 2))

@@ -1,0 +1,78 @@
+"""Per-seed Adam and gradient clipping agree with torch's, seed by seed."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rltrain.seeds.optim import SeedAdam, clip_per_seed
+
+
+def _nets(seeds: int) -> list[nn.Module]:
+    torch.manual_seed(0)
+    return [nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2)) for _ in range(seeds)]
+
+
+def _stacked(nets: list[nn.Module]) -> list[torch.Tensor]:
+    return [torch.stack([p.detach() for p in ps]).requires_grad_()
+            for ps in zip(*(n.parameters() for n in nets), strict=True)]
+
+
+def test_clip_per_seed_is_clip_grad_norm_per_seed():
+    nets = _nets(3)
+    stacked = _stacked(nets)
+    grads = [torch.randn_like(p) * (1 + 10 * torch.arange(3.0).view(-1, *[1] * (p.dim() - 1)))
+             for p in stacked]
+    for p, g in zip(stacked, grads, strict=True):
+        p.grad = g.clone()
+    norms = clip_per_seed(stacked, 1.0)
+    for k, net in enumerate(nets):
+        for p, g in zip(net.parameters(), grads, strict=True):
+            p.grad = g[k].clone()
+        expected = nn.utils.clip_grad_norm_(list(net.parameters()), 1.0)
+        torch.testing.assert_close(norms[k], expected, rtol=1e-6, atol=0)
+        for p, s in zip(net.parameters(), stacked, strict=True):
+            torch.testing.assert_close(s.grad[k], p.grad, rtol=1e-6, atol=1e-7)
+
+
+def test_adam_matches_torch_adam_per_seed_and_a_frozen_seed_stays_put():
+    """Five steps; seed 1 sits out steps 2 and 3 (a KL stop): its weights, moments and step
+    count stay, and it then goes on as a torch Adam that took only the steps it took."""
+    nets = _nets(3)
+    opts = [torch.optim.Adam(n.parameters(), lr=1e-2, eps=1e-5) for n in nets]
+    stacked = _stacked(nets)
+    seed_adam = SeedAdam(stacked, opts)
+    gen = torch.Generator().manual_seed(1)
+    for step in range(5):
+        active = [True, step not in (2, 3), True]
+        grads = [torch.randn(p.shape, generator=gen) for p in stacked]
+        for p, g in zip(stacked, grads, strict=True):
+            p.grad = g.clone()
+        seed_adam.step(active)
+        for k, (net, opt) in enumerate(zip(nets, opts, strict=True)):
+            if not active[k]:
+                continue
+            for p, g in zip(net.parameters(), grads, strict=True):
+                p.grad = g[k].clone()
+            opt.step()
+    for k, net in enumerate(nets):
+        for p, s in zip(net.parameters(), stacked, strict=True):
+            torch.testing.assert_close(s[k], p.detach(), rtol=1e-5, atol=1e-6)
+    assert seed_adam.steps.tolist() == [5.0, 3.0, 5.0]
+
+
+def test_state_copies_to_and_from_torch_adam():
+    nets = _nets(2)
+    opts = [torch.optim.Adam(n.parameters(), lr=1e-3) for n in nets]
+    stacked = _stacked(nets)
+    seed_adam = SeedAdam(stacked, opts)
+    for p in stacked:
+        p.grad = torch.ones_like(p)
+    seed_adam.step([True, True])
+    seed_adam.copy_to(1, opts[1])
+    state = opts[1].state_dict()["state"]
+    assert float(state[0]["step"]) == 1.0
+    torch.testing.assert_close(state[0]["exp_avg"], seed_adam.exp_avg[0][1])
+    fresh = SeedAdam([p.detach().clone().requires_grad_() for p in stacked], opts)
+    assert fresh.steps.tolist() == [0.0, 1.0]  # seed 0's optimizer never stepped
+    torch.testing.assert_close(fresh.exp_avg_sq[0][1], seed_adam.exp_avg_sq[0][1])

@@ -1,0 +1,77 @@
+"""The stacked network computes each seed's own policy, and seeds never touch each other."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rltrain.errors import UserError
+from rltrain.seeds.stacked import StackedActorCritic, check_stackable
+from tests.seeds.helpers import ppo_members
+
+
+@pytest.mark.parametrize("env_id,extra", [("CartPole-v1", ()), ("Pendulum-v1", ()),
+                                          ("CartPole-v1", ("net.layer_norm=true",))])
+def test_forward_is_each_seeds_own_policy(env_id, extra):
+    members, _, spec = ppo_members(env_id, 3, *extra)
+    net = StackedActorCritic([m.policy for m in members])
+    obs = torch.randn(3, 5, *spec.obs_shape)
+    dist, value = net.dist_value(obs)
+    for k, m in enumerate(members):
+        own, own_value = m.policy.dist_value(obs[k])
+        torch.testing.assert_close(value[k], own_value, rtol=1e-6, atol=1e-6)
+        if net.gaussian:
+            torch.testing.assert_close(dist.mean[k], own.mean, rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(dist.log_std[k], own.log_std, rtol=0, atol=0)
+        else:
+            torch.testing.assert_close(dist.log_probs[k], own.log_probs, rtol=1e-6, atol=1e-6)
+
+
+def test_seeds_are_isolated():
+    """Changing seed 1's weights changes only seed 1's outputs; seed 0's loss moves only seed
+    0's gradients."""
+    members, _, spec = ppo_members("CartPole-v1", 3)
+    net = StackedActorCritic([m.policy for m in members])
+    obs = torch.randn(3, 7, *spec.obs_shape)
+    before_dist, before_value = net.dist_value(obs)
+    with torch.no_grad():
+        for p in net.parameters():
+            p[1].add_(torch.randn_like(p[1]))
+    after_dist, after_value = net.dist_value(obs)
+    for k in (0, 2):
+        assert torch.equal(after_value[k], before_value[k])
+        assert torch.equal(after_dist.log_probs[k], before_dist.log_probs[k])
+    assert not torch.equal(after_value[1], before_value[1])
+    dist, value = net.dist_value(obs)
+    (dist.log_probs[0].sum() + value[0].sum()).backward()
+    for p in net.parameters():
+        assert p.grad[0].abs().sum() > 0
+        assert torch.count_nonzero(p.grad[1:]) == 0
+
+
+def test_copy_round_trip():
+    members, _, _ = ppo_members("Pendulum-v1", 2)
+    net = StackedActorCritic([m.policy for m in members])
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(2.0)
+    net.copy_to(1, members[1].policy)
+    for name, p in members[1].policy.named_parameters():
+        assert torch.equal(p, net.params[name][1])
+    with torch.no_grad():
+        for p in members[0].policy.parameters():
+            p.zero_()
+    net.copy_from(0, members[0].policy)
+    assert all(torch.count_nonzero(p[0]) == 0 for p in net.parameters())
+
+
+@pytest.mark.parametrize("extra,fragment", [
+    (("algo.recurrent=lstm",), "recurrent"),
+    (("net.share_encoder=true",), "share_encoder"),
+    (("algo.use_sde=true",), "gSDE"),
+])
+def test_what_cannot_be_stacked_is_one_line(extra, fragment):
+    env_id = "Pendulum-v1" if "algo.use_sde=true" in extra else "CartPole-v1"
+    members, _, _ = ppo_members(env_id, 1, *extra)
+    with pytest.raises(UserError, match=fragment):
+        check_stackable(members[0].policy)
