@@ -5,6 +5,7 @@ the return distribution of a batch against single runs of the same seeds.
     python benchmarks/seed_batch.py --seeds 8 --threads 1 2 --budget 100000
     python benchmarks/seed_batch.py --distribution 20        # + 20 seeds batched vs alone
     python benchmarks/seed_batch.py --algo dqn --budget 50000 --threads 1
+    python benchmarks/seed_batch.py --algo sac --env Pendulum-v1 --budget 20000 --threads 1
 
 Speed: wall-clock of the training call, in this process, one after another: one seed
 (`num_seeds=1`, torch_threads=1: its fastest), `num_seeds=S` (at each `--threads`), and S
@@ -139,7 +140,7 @@ def report(results: dict, out: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algo", default="ppo", choices=("ppo", "dqn"))
+    parser.add_argument("--algo", default="ppo", choices=("ppo", "a2c", "dqn", "sac"))
     parser.add_argument("--env", default="CartPole-v1", choices=sorted(THRESHOLD))
     parser.add_argument("--budget", type=int, default=100_000)
     parser.add_argument("--seeds", type=int, default=8)

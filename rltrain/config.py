@@ -170,7 +170,8 @@ class TrainConfig:
     num_seeds: int = 1
     """Seeds trained together in this one process as a batch (`seed`, `seed+1`, ...; each a
     complete run in `<run>/seed_<s>/`): one batched network call serves them all, each keeps its
-    own env, optimizer, random stream and checkpoints. PPO with MLP policies for now."""
+    own env, optimizer, random stream and checkpoints. PPO, A2C, DQN and SAC with MLP networks
+on vector observations for now."""
     progress: str = "auto"
     """Console progress: auto (bar on a terminal, plain lines otherwise), bar, plain or off."""
     resume: str | None = None
@@ -318,8 +319,8 @@ def _check_seed_batch(cfg: TrainConfig) -> None:
     if cfg.seeds_per_trial > 1:
         raise UserError("num_seeds and seeds_per_trial both ask for several seeds: keep one "
                         "(num_seeds=N trains them together, seeds_per_trial=N in turn)")
-    if cfg.algo.name not in ("ppo", "a2c", "dqn"):
-        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs PPO, A2C and DQN for now; "
+    if cfg.algo.name not in ("ppo", "a2c", "dqn", "sac"):
+        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs PPO, A2C, DQN and SAC for now; "
                         f"algo={cfg.algo.name} trains one seed per process (num_seeds=1, or "
                         f"seeds_per_trial={cfg.num_seeds} to train the seeds in turn)")
     if getattr(cfg.algo, "recurrent", "none") != "none" or getattr(cfg.algo, "use_sde", False):

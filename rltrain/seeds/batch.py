@@ -15,6 +15,7 @@ from rltrain.seeds.a2c import SeedA2C
 from rltrain.seeds.dqn import SeedDQN
 from rltrain.seeds.ppo import SeedPPO
 from rltrain.seeds.rng import SeedStreams
+from rltrain.seeds.sac import SeedSAC
 
 log = logging.getLogger("rltrain")
 
@@ -42,11 +43,11 @@ def seed_lines(seed: int) -> Iterator[None]:
         log.removeFilter(prefix)
 
 
-BATCHED = {"ppo": SeedPPO, "a2c": SeedA2C, "dqn": SeedDQN}
+BATCHED = {"ppo": SeedPPO, "a2c": SeedA2C, "dqn": SeedDQN, "sac": SeedSAC}
 """The algorithms a seed batch runs, by `algo.name`, and their batched form."""
 
 
-def batched(runners: list[Runner], streams: SeedStreams) -> SeedPPO | SeedA2C | SeedDQN:
+def batched(runners: list[Runner], streams: SeedStreams) -> SeedPPO | SeedA2C | SeedDQN | SeedSAC:
     """The batched algorithm over the runners' own algorithm objects."""
     return BATCHED[runners[0].cfg.algo.name]([r.algo for r in runners], streams)
 

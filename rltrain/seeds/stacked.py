@@ -22,11 +22,18 @@ from torch import nn
 
 from rltrain.errors import UserError
 from rltrain.nets.actor_critic import ActorCritic
+from rltrain.nets.continuous import (
+    EnsembleLayerNorm,
+    EnsembleLinear,
+    QEnsemble,
+    SquashedGaussianActor,
+    squashed_gaussian_log_prob,
+)
 from rltrain.nets.heads import CategoricalDist, CategoricalHead, DiagGaussianDist, GaussianHead
 from rltrain.nets.mlp import ACTIVATIONS
 from rltrain.nets.q import DuelingHead, QNetwork, dueling_aggregate
 
-_LAYERS = (nn.Linear, nn.LayerNorm, *ACTIVATIONS.values())
+_LAYERS = (nn.Linear, nn.LayerNorm, EnsembleLinear, EnsembleLayerNorm, *ACTIVATIONS.values())
 
 Weights = dict[str, torch.Tensor]
 """Parameter name -> the S seeds' tensors stacked `[S, *shape]`."""
@@ -49,9 +56,15 @@ def _check_vector_obs(*encoders: nn.Module | None) -> None:
 def check_stackable(policy: nn.Module) -> None:
     """Refuse, in one line, a network the batch cannot run (what it can: MLP actor-critics with
     a categorical or Gaussian head, and MLP Q-networks, plain or dueling, on vector obs)."""
-    if isinstance(policy, QNetwork):
+    if isinstance(policy, QNetwork | SquashedGaussianActor):
         _check_vector_obs(policy.encoder)
         _check_layers(policy.body)
+        if getattr(policy, "sde", None) is not None:
+            raise UserError("num_seeds > 1 does not batch gSDE (algo.use_sde) yet; use num_seeds=1")
+        return
+    if isinstance(policy, QEnsemble):
+        _check_vector_obs(policy.encoder)
+        _check_layers(policy.net)
         return
     if type(policy) is not ActorCritic:
         raise UserError("num_seeds > 1 runs feed-forward networks for now; drop algo.recurrent "
@@ -134,6 +147,44 @@ class StackedQ(Stacked):
             return dueling_aggregate(_linear(w, "head.value", features),
                                      _linear(w, "head.advantage", features))
         return _linear(w, "head", features)
+
+    __call__ = forward
+
+
+class StackedActor(Stacked):
+    """S `SquashedGaussianActor`s (SAC's); `forward(obs [S, B, ...], noise [S, B, A])` is
+    (tanh(u) [S, B, A], log π [S, B]) with u = μ + σ · noise (the reparameterized sample)."""
+
+    def forward(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        w, actor = self.params, self.template
+        h = _sequential(w, "body", actor.body, obs.flatten(2))
+        mean = _linear(w, "mean", h)
+        log_std = _linear(w, "log_std", h).clamp(actor.log_std_min, actor.log_std_max)
+        u = mean + log_std.exp() * noise
+        return torch.tanh(u), squashed_gaussian_log_prob(u, mean, log_std)
+
+    __call__ = forward
+
+
+class StackedEnsembleQ(Stacked):
+    """S `QEnsemble`s of n critics each (SAC's and TD3's `TwinQ`); `forward(obs, action)` is
+    Q `[S, n, B]`. Each seed's members are its own `[n, ...]` block of one `[S * n, ...]` bmm."""
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        seeds, n = self.seeds, self.template.n
+        x = torch.cat([obs.flatten(2), action], dim=-1)  # [S, B, F + A]
+        x = x.unsqueeze(1).expand(-1, n, -1, -1).reshape(seeds * n, x.shape[1], x.shape[2])
+        for name, layer in self.template.net.named_children():
+            if isinstance(layer, EnsembleLinear):
+                weight, bias = self.params[f"net.{name}.weight"], self.params[f"net.{name}.bias"]
+                x = torch.baddbmm(bias.flatten(0, 1), x, weight.flatten(0, 1))
+            elif isinstance(layer, EnsembleLayerNorm):
+                weight, bias = self.params[f"net.{name}.weight"], self.params[f"net.{name}.bias"]
+                x = torch.addcmul(bias.flatten(0, 1), nn.functional.layer_norm(x, (layer.dim,)),
+                                  weight.flatten(0, 1))
+            else:
+                x = layer(x)
+        return x.view(seeds, n, -1)
 
     __call__ = forward
 

@@ -1,0 +1,117 @@
+"""SAC over a batch of seeds: `algos/sac.py` with a leading seed dimension.
+
+The members are ordinary `SAC` objects. Actor, twin critics and their targets are trained
+stacked (`StackedActor`, `StackedEnsembleQ`), with one `SeedAdam` each for the actor, the
+critics and log α; the actor's reparameterization noise, warm-up actions and replay samples come
+from each seed's own stream, in the order its single run draws them (replay indices, the next
+action's noise, then the actor step's). `sync` copies everything back into each member.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rltrain.algos.base import td_target
+from rltrain.algos.sac import SAC
+from rltrain.errors import UserError
+from rltrain.seeds.optim import SeedAdam
+from rltrain.seeds.rng import SeedStreams
+from rltrain.seeds.stacked import StackedActor, StackedEnsembleQ
+from rltrain.types import Metrics, TransitionBatch
+
+
+class SeedSAC:
+    """`act`, `random_actions` and `update` for S SAC members at once (inputs `[S, ...]`)."""
+
+    def __init__(self, members: list[SAC], streams: SeedStreams):
+        if not all(isinstance(m, SAC) for m in members):
+            raise UserError("a SAC seed batch needs SAC members")
+        if members[0].noise_clock is not None:
+            raise UserError("num_seeds > 1 does not batch gSDE (algo.use_sde) yet; use num_seeds=1")
+        self.members, self.streams = members, streams
+        self.cfg, self.action_dim = members[0].cfg, members[0].spec.action_dim
+        self.actor = StackedActor([m.actor for m in members])
+        self.critic = StackedEnsembleQ([m.critic for m in members])
+        self.critic_target = StackedEnsembleQ([m.critic_target for m in members], requires_grad=False)
+        self.log_alpha = torch.stack([m.log_alpha.detach() for m in members]).requires_grad_(
+            self.cfg.autotune_alpha)
+        self.actor_optimizer = SeedAdam(self.actor.parameters(), [m.actor_optimizer for m in members])
+        self.critic_optimizer = SeedAdam(self.critic.parameters(),
+                                         [m.critic_optimizer for m in members])
+        self.alpha_optimizer = SeedAdam([self.log_alpha], [m.alpha_optimizer for m in members])
+        self.target_entropy = members[0].target_entropy
+        self.n_updates = members[0].n_updates
+        self._actor_inputs = [*self.actor.parameters(),
+                              *([self.log_alpha] if self.cfg.autotune_alpha else [])]
+        self._actor_rows: list[list[float]] = [[float("nan")] * 2 for _ in members]
+
+    def _noise(self, rows: int) -> torch.Tensor:
+        """`[S, rows, A]` standard normal draws, each seed's from its own stream."""
+        return self.streams.draw("normal", (rows, self.action_dim))
+
+    def random_actions(self, num_envs: int) -> torch.Tensor:
+        """Uniform actions in [-1, 1] `[S, N, A]` before learning starts, per seed's stream."""
+        return self.streams.draw("uniform", (num_envs, self.action_dim)) * 2.0 - 1.0
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
+        """A sample of each seed's squashed-Gaussian policy `[S, N, A]`."""
+        return self.actor(obs, self._noise(obs.shape[1]))[0]
+
+    def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
+        """Critic step; actor and α steps every `policy_delay`-th call; then the soft target
+        update. One metrics dict per seed, as `SAC.update` returns it."""
+        alpha = self.log_alpha.detach().exp()  # [S]
+        with torch.no_grad():
+            next_action, next_log_prob = self.actor(batch.next_obs, self._noise(batch.rewards.shape[1]))
+            next_q = self.critic_target(batch.next_obs, next_action).min(1).values
+            soft = next_q - alpha.unsqueeze(1) * next_log_prob
+            y = td_target(batch.rewards, soft, batch.terminated, self.cfg.gamma)
+        q = self.critic(batch.obs, batch.actions)  # [S, 2, B]
+        losses = (q - y.unsqueeze(1)).pow(2).mean(-1)  # [S, 2]
+        self.critic_optimizer.zero_grad()
+        losses.sum().backward()
+        self.critic_optimizer.step([True] * len(self.members))
+        if self.n_updates % self.cfg.policy_delay == 0:
+            self._actor_rows = self._actor_alpha_step(batch.obs, alpha)
+        with torch.no_grad():
+            torch._foreach_lerp_(self.critic_target.parameters(), self.critic.parameters(),
+                                 self.cfg.tau)
+        self.n_updates += 1
+        rows = torch.cat([losses.detach(), q.detach().mean((1, 2)).unsqueeze(1),
+                          self.log_alpha.detach().exp().unsqueeze(1)], 1).tolist()
+        return [{"train/critic1_loss": r[0], "train/critic2_loss": r[1],
+                 "train/q_loss": (r[0] + r[1]) / 2, "train/mean_q": r[2],
+                 "train/actor_loss": a[0], "train/entropy": a[1], "train/alpha": r[3]}
+                for r, a in zip(rows, self._actor_rows, strict=True)]
+
+    def _actor_alpha_step(self, obs: torch.Tensor, alpha: torch.Tensor) -> list[list[float]]:
+        """As `SAC._actor_alpha_step`, per seed: [actor loss, entropy] of each seed."""
+        action, log_prob = self.actor(obs, self._noise(obs.shape[1]))  # [S, B, A], [S, B]
+        q = self.critic(obs, action).min(1).values
+        loss = (alpha.unsqueeze(1) * log_prob - q).mean(-1)  # [S]
+        total = loss.sum()
+        if self.cfg.autotune_alpha:
+            total = total - (self.log_alpha.unsqueeze(1)
+                             * (log_prob.detach() + self.target_entropy)).mean(-1).sum()
+        self.actor_optimizer.zero_grad()
+        self.alpha_optimizer.zero_grad()
+        total.backward(inputs=self._actor_inputs)
+        everyone = [True] * len(self.members)
+        self.actor_optimizer.step(everyone)
+        if self.cfg.autotune_alpha:
+            self.alpha_optimizer.step(everyone)
+        return torch.stack([loss.detach(), -log_prob.detach().mean(-1)], 1).tolist()
+
+    def sync(self) -> None:
+        """Copy each seed's networks, optimizers, log α and update count into its member."""
+        for k, algo in enumerate(self.members):
+            self.actor.copy_to(k, algo.actor)
+            self.critic.copy_to(k, algo.critic)
+            self.critic_target.copy_to(k, algo.critic_target)
+            self.actor_optimizer.copy_to(k, algo.actor_optimizer)
+            self.critic_optimizer.copy_to(k, algo.critic_optimizer)
+            self.alpha_optimizer.copy_to(k, algo.alpha_optimizer)
+            with torch.no_grad():
+                algo.log_alpha.copy_(self.log_alpha[k])
+            algo.n_updates = self.n_updates
