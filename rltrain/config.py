@@ -170,8 +170,8 @@ class TrainConfig:
     num_seeds: int = 1
     """Seeds trained together in this one process as a batch (`seed`, `seed+1`, ...; each a
     complete run in `<run>/seed_<s>/`): one batched network call serves them all, each keeps its
-    own env, optimizer, random stream and checkpoints. PPO, A2C, DQN and SAC with MLP networks
-on vector observations for now."""
+    own env, optimizer, random stream and checkpoints. The six algorithms with MLP networks on
+vector observations for now."""
     progress: str = "auto"
     """Console progress: auto (bar on a terminal, plain lines otherwise), bar, plain or off."""
     resume: str | None = None
@@ -315,16 +315,19 @@ def default_num_envs(algo: AlgoConfig) -> int:
 
 
 def _check_seed_batch(cfg: TrainConfig) -> None:
-    """What `num_seeds > 1` runs today: feed-forward PPO without gSDE (rltrain/seeds/)."""
+    """What `num_seeds > 1` runs today (rltrain/seeds/): the six built-in algorithms, without
+    recurrent policies or gSDE."""
+    from rltrain.seeds import BATCHABLE
+
     if cfg.seeds_per_trial > 1:
         raise UserError("num_seeds and seeds_per_trial both ask for several seeds: keep one "
                         "(num_seeds=N trains them together, seeds_per_trial=N in turn)")
-    if cfg.algo.name not in ("ppo", "a2c", "dqn", "sac"):
-        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs PPO, A2C, DQN and SAC for now; "
+    if cfg.algo.name not in BATCHABLE:
+        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs {', '.join(BATCHABLE)}; "
                         f"algo={cfg.algo.name} trains one seed per process (num_seeds=1, or "
                         f"seeds_per_trial={cfg.num_seeds} to train the seeds in turn)")
     if getattr(cfg.algo, "recurrent", "none") != "none" or getattr(cfg.algo, "use_sde", False):
-        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs feed-forward PPO "
+        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs feed-forward policies "
                         "without gSDE for now; drop algo.recurrent / algo.use_sde, or use "
                         "num_seeds=1")
 

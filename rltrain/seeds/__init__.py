@@ -16,3 +16,7 @@ serves every seed, and every step that involves chance draws from that seed's ow
     folder.py    a batch folder on disk: its seeds, and what resume=<batch> continues
     runner.py    builds the members, runs the loop, finishes each seed, writes the summary
 """
+
+BATCHABLE = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
+"""The algorithms `num_seeds > 1` runs (`batch.BATCHED` holds their batched forms); torch-free,
+for the config check."""

@@ -7,11 +7,13 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from rltrain.errors import TrainingError
 from rltrain.runner.context import LoopContext
 from rltrain.runner.runner import Runner
 from rltrain.seeds.a2c import SeedA2C
+from rltrain.seeds.deterministic import SeedDDPG, SeedTD3
 from rltrain.seeds.dqn import SeedDQN
 from rltrain.seeds.ppo import SeedPPO
 from rltrain.seeds.rng import SeedStreams
@@ -43,12 +45,13 @@ def seed_lines(seed: int) -> Iterator[None]:
         log.removeFilter(prefix)
 
 
-BATCHED = {"ppo": SeedPPO, "a2c": SeedA2C, "dqn": SeedDQN, "sac": SeedSAC}
+BATCHED = {"ppo": SeedPPO, "a2c": SeedA2C, "dqn": SeedDQN, "sac": SeedSAC, "td3": SeedTD3,
+           "ddpg": SeedDDPG}
 """The algorithms a seed batch runs, by `algo.name`, and their batched form."""
 
 
-def batched(runners: list[Runner], streams: SeedStreams) -> SeedPPO | SeedA2C | SeedDQN | SeedSAC:
-    """The batched algorithm over the runners' own algorithm objects."""
+def batched(runners: list[Runner], streams: SeedStreams) -> Any:
+    """The batched algorithm over the runners' own algorithm objects (one of `BATCHED`)."""
     return BATCHED[runners[0].cfg.algo.name]([r.algo for r in runners], streams)
 
 

@@ -23,6 +23,7 @@ from torch import nn
 from rltrain.errors import UserError
 from rltrain.nets.actor_critic import ActorCritic
 from rltrain.nets.continuous import (
+    DeterministicActor,
     EnsembleLayerNorm,
     EnsembleLinear,
     QEnsemble,
@@ -61,6 +62,10 @@ def check_stackable(policy: nn.Module) -> None:
         _check_layers(policy.body)
         if getattr(policy, "sde", None) is not None:
             raise UserError("num_seeds > 1 does not batch gSDE (algo.use_sde) yet; use num_seeds=1")
+        return
+    if isinstance(policy, DeterministicActor):
+        _check_vector_obs(policy.encoder)
+        _check_layers(policy.net)
         return
     if isinstance(policy, QEnsemble):
         _check_vector_obs(policy.encoder)
@@ -162,6 +167,15 @@ class StackedActor(Stacked):
         log_std = _linear(w, "log_std", h).clamp(actor.log_std_min, actor.log_std_max)
         u = mean + log_std.exp() * noise
         return torch.tanh(u), squashed_gaussian_log_prob(u, mean, log_std)
+
+    __call__ = forward
+
+
+class StackedDeterministicActor(Stacked):
+    """S `DeterministicActor`s (DDPG's, TD3's): `forward(obs [S, B, ...])` is tanh(MLP) `[S, B, A]`."""
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(_sequential(self.params, "net", self.template.net, obs.flatten(2)))
 
     __call__ = forward
 

@@ -47,12 +47,12 @@ def test_batch_folders_are_single_runs(tmp_path, monkeypatch, capfd):
 @pytest.mark.parametrize("argv,fragment", [
     (["num_seeds=0"], "num_seeds=0 must be >= 1"),
     (["num_seeds=2", "seeds_per_trial=2"], "keep one"),
-    (["num_seeds=2", "algo=td3", "env=Pendulum-v1"], "runs PPO, A2C, DQN and SAC for now"),
-    (["num_seeds=2", "algo=ppo_lstm"], "recurrent"),
+    (["num_seeds=2", "algo=ppo_lstm"], "feed-forward"),
+    (["num_seeds=2", "algo=sac", "env=Pendulum-v1", "algo.use_sde=true"], "gSDE"),
     (["num_seeds=3", "seed=4294967294"], "4294967296"),
 ])
 def test_refusals_are_one_line(tmp_path, monkeypatch, capfd, argv, fragment):
-    base = SMALL if "algo=td3" not in argv else ["progress=off"]
+    base = SMALL if "algo=sac" not in argv else ["progress=off"]
     res = run_cli([*base, "total_timesteps=64", f"hydra.run.dir={tmp_path / 'r'}", *argv],
                   tmp_path, monkeypatch, capfd)
     assert not (tmp_path / "r").exists()  # refused before any folder was made
@@ -174,6 +174,8 @@ def test_resuming_a_batch_continues_every_seed_exactly(tmp_path, monkeypatch, ca
 @pytest.mark.parametrize("algo,env_id,extra", [
     ("dqn", "CartPole-v1", ["algo.train_freq=4"]),
     ("sac", "Pendulum-v1", []),
+    ("td3", "Pendulum-v1", []),
+    ("ddpg", "Pendulum-v1", []),
 ])
 def test_off_policy_batches(tmp_path, monkeypatch, capfd, algo, env_id, extra):
     run = tmp_path / algo

@@ -75,3 +75,11 @@ def test_what_cannot_be_stacked_is_one_line(extra, fragment):
     members, _, _ = ppo_members(env_id, 1, *extra)
     with pytest.raises(UserError, match=fragment):
         check_stackable(members[0].policy)
+
+
+def test_every_batchable_algorithm_has_a_batched_form():
+    from rltrain.registry import ALGOS
+    from rltrain.seeds import BATCHABLE
+    from rltrain.seeds.batch import BATCHED
+
+    assert set(BATCHED) == set(BATCHABLE) <= set(ALGOS)

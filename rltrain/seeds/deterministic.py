@@ -1,0 +1,139 @@
+"""DDPG and TD3 over a batch of seeds: `algos/ddpg.py` and `algos/td3.py` with a leading seed
+dimension.
+
+Actor, critic(s) and both targets are trained stacked; exploration noise, warm-up actions, TD3's
+target-policy smoothing noise and replay samples come from each seed's own stream, in its single
+run's order. DDPG is TD3 with one critic, no smoothing and no delay, and its own metrics.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rltrain.algos.base import td_target
+from rltrain.algos.ddpg import DDPG
+from rltrain.algos.td3 import TD3
+from rltrain.errors import UserError
+from rltrain.seeds.optim import SeedAdam
+from rltrain.seeds.rng import SeedStreams
+from rltrain.seeds.stacked import StackedDeterministicActor, StackedEnsembleQ
+from rltrain.types import Metrics, TransitionBatch
+
+
+class SeedDeterministic:
+    """What DDPG and TD3 share: acting with per-seed Gaussian noise, the actor step, `sync`."""
+
+    kind: type = object
+
+    def __init__(self, members: list, streams: SeedStreams):
+        if not all(isinstance(m, self.kind) for m in members):
+            raise UserError(f"a {self.kind.__name__} seed batch needs {self.kind.__name__} members")
+        self.members, self.streams = members, streams
+        self.cfg, self.action_dim = members[0].cfg, members[0].spec.action_dim
+        self.actor = StackedDeterministicActor([m.actor for m in members])
+        self.actor_target = StackedDeterministicActor([m.actor_target for m in members],
+                                                      requires_grad=False)
+        self.critic = StackedEnsembleQ([m.critic for m in members])
+        self.critic_target = StackedEnsembleQ([m.critic_target for m in members],
+                                              requires_grad=False)
+        self.actor_optimizer = SeedAdam(self.actor.parameters(), [m.actor_optimizer for m in members])
+        self.critic_optimizer = SeedAdam(self.critic.parameters(),
+                                         [m.critic_optimizer for m in members])
+        self.everyone = [True] * len(members)
+
+    def random_actions(self, num_envs: int) -> torch.Tensor:
+        """Uniform actions in [-1, 1] `[S, N, A]` before learning starts, per seed's stream."""
+        return self.streams.draw("uniform", (num_envs, self.action_dim)) * 2.0 - 1.0
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
+        """Each seed's actor action plus its clipped Gaussian exploration noise, `[S, N, A]`."""
+        action = self.actor(obs)
+        std = self.cfg.action_noise
+        if std <= 0:
+            return action
+        return (action + std * self.streams.draw("normal", action.shape[1:])).clamp(-1.0, 1.0)
+
+    def _actor_step(self, obs: torch.Tensor) -> torch.Tensor:
+        """−Q1(s, μ(s)) per seed `[S]`; one Adam step of every actor (critics get no gradient)."""
+        loss = -self.critic(obs, self.actor(obs))[:, 0].mean(-1)
+        self.actor_optimizer.zero_grad()
+        loss.sum().backward(inputs=self.actor.parameters())
+        self.actor_optimizer.step(self.everyone)
+        return loss.detach()
+
+    @torch.no_grad()
+    def _soft_update_targets(self) -> None:
+        torch._foreach_lerp_(self.critic_target.parameters(), self.critic.parameters(), self.cfg.tau)
+        torch._foreach_lerp_(self.actor_target.parameters(), self.actor.parameters(), self.cfg.tau)
+
+    def sync(self) -> None:
+        """Copy each seed's networks, targets and optimizers into its member."""
+        for k, algo in enumerate(self.members):
+            self.actor.copy_to(k, algo.actor)
+            self.actor_target.copy_to(k, algo.actor_target)
+            self.critic.copy_to(k, algo.critic)
+            self.critic_target.copy_to(k, algo.critic_target)
+            self.actor_optimizer.copy_to(k, algo.actor_optimizer)
+            self.critic_optimizer.copy_to(k, algo.critic_optimizer)
+
+
+class SeedTD3(SeedDeterministic):
+    """TD3's `update` for S members at once (`batch` fields `[S, B, ...]`)."""
+
+    kind = TD3
+
+    def __init__(self, members: list[TD3], streams: SeedStreams):
+        super().__init__(members, streams)
+        self.n_updates = members[0].n_updates
+        self._actor_loss = [0.0] * len(members)
+
+    def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
+        """Twin-critic step; every `policy_delay`-th call the actor step and target updates."""
+        cfg = self.cfg
+        with torch.no_grad():
+            next_action = self.actor_target(batch.next_obs)
+            noise = (self.streams.draw("normal", next_action.shape[1:]) * cfg.target_noise).clamp(
+                -cfg.target_noise_clip, cfg.target_noise_clip)
+            next_q = self.critic_target(batch.next_obs, (next_action + noise).clamp(-1.0, 1.0))
+            y = td_target(batch.rewards, next_q.min(1).values, batch.terminated, cfg.gamma)
+        q = self.critic(batch.obs, batch.actions)  # [S, 2, B]
+        losses = (q - y.unsqueeze(1)).pow(2).mean(-1)  # [S, 2]
+        self.critic_optimizer.zero_grad()
+        losses.sum().backward()
+        self.critic_optimizer.step(self.everyone)
+        if self.n_updates % cfg.policy_delay == 0:
+            self._actor_loss = self._actor_step(batch.obs).tolist()
+            self._soft_update_targets()
+        self.n_updates += 1
+        rows = torch.cat([losses.detach(), q.detach().mean((1, 2)).unsqueeze(1)], 1).tolist()
+        return [{"train/critic1_loss": r[0], "train/critic2_loss": r[1],
+                 "train/q_loss": (r[0] + r[1]) / 2, "train/mean_q": r[2], "train/actor_loss": a}
+                for r, a in zip(rows, self._actor_loss, strict=True)]
+
+    def sync(self) -> None:
+        super().sync()
+        for algo in self.members:
+            algo.n_updates = self.n_updates
+
+
+class SeedDDPG(SeedDeterministic):
+    """DDPG's `update` for S members at once (`batch` fields `[S, B, ...]`)."""
+
+    kind = DDPG
+
+    def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
+        """One critic step, one actor step, then a soft update of both targets."""
+        with torch.no_grad():
+            next_q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))[:, 0]
+            y = td_target(batch.rewards, next_q, batch.terminated, self.cfg.gamma)
+        q = self.critic(batch.obs, batch.actions)[:, 0]  # [S, B]
+        loss = (q - y).pow(2).mean(-1)
+        self.critic_optimizer.zero_grad()
+        loss.sum().backward()
+        self.critic_optimizer.step(self.everyone)
+        actor_loss = self._actor_step(batch.obs)
+        self._soft_update_targets()
+        rows = torch.stack([loss.detach(), q.detach().mean(-1), actor_loss], 1).tolist()
+        return [{"train/critic1_loss": r[0], "train/q_loss": r[0], "train/mean_q": r[1],
+                 "train/actor_loss": r[2]} for r in rows]
