@@ -31,18 +31,17 @@ def clip_per_seed(params: list[torch.Tensor], max_norm: float | None) -> torch.T
     return total
 
 
-class SeedAdam:
-    """Adam (no weight decay, no amsgrad: what rltrain's on-policy algorithms use) over stacked
-    leaf tensors, one step count per seed; hyperparameters from the seeds' own optimizers."""
+class _SeedOptimizer:
+    """Per-seed state over stacked leaf tensors, copied to and from each seed's own torch
+    optimizer: one stacked tensor per parameter for each name in `STATE` (torch's names), and
+    one step count per seed."""
+
+    STATE: tuple[str, ...] = ()
 
     def __init__(self, params: list[torch.Tensor], optimizers: list[torch.optim.Optimizer]):
-        group = optimizers[0].param_groups[0]
         self.params = params
-        self.lr: float = group["lr"]
-        self.betas: tuple[float, float] = group["betas"]
-        self.eps: float = group["eps"]
-        self.exp_avg = [torch.zeros_like(p) for p in params]
-        self.exp_avg_sq = [torch.zeros_like(p) for p in params]
+        self.lr: float = optimizers[0].param_groups[0]["lr"]
+        self.state = {name: [torch.zeros_like(p) for p in params] for name in self.STATE}
         self.steps = torch.zeros(len(optimizers), dtype=torch.float64)
         for k, opt in enumerate(optimizers):
             self.copy_from(k, opt)
@@ -50,6 +49,43 @@ class SeedAdam:
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
+
+    @torch.no_grad()
+    def copy_to(self, k: int, optimizer: torch.optim.Optimizer) -> None:
+        """Seed k's state and step count into its own optimizer (for its checkpoint)."""
+        for i, p in enumerate(optimizer.param_groups[0]["params"]):
+            state = optimizer.state[p]
+            if not state:
+                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                state.update({name: torch.zeros_like(p) for name in self.STATE})
+            state["step"].fill_(float(self.steps[k]))
+            for name in self.STATE:
+                state[name].copy_(self.state[name][i][k])
+        optimizer.param_groups[0]["lr"] = self.lr
+
+    @torch.no_grad()
+    def copy_from(self, k: int, optimizer: torch.optim.Optimizer) -> None:
+        """Seed k's state and step count from its own optimizer (fresh: zeros)."""
+        for i, p in enumerate(optimizer.param_groups[0]["params"]):
+            state = optimizer.state.get(p) or {}
+            if self.STATE[0] in state:
+                for name in self.STATE:
+                    self.state[name][i][k].copy_(state[name])
+                self.steps[k] = float(state["step"])
+
+
+class SeedAdam(_SeedOptimizer):
+    """Adam (no weight decay, no amsgrad: what rltrain's algorithms use) over stacked leaf
+    tensors, one step count per seed; hyperparameters from the seeds' own optimizers."""
+
+    STATE = ("exp_avg", "exp_avg_sq")
+
+    def __init__(self, params: list[torch.Tensor], optimizers: list[torch.optim.Optimizer]):
+        group = optimizers[0].param_groups[0]
+        self.betas: tuple[float, float] = group["betas"]
+        self.eps: float = group["eps"]
+        super().__init__(params, optimizers)
+        self.exp_avg, self.exp_avg_sq = self.state["exp_avg"], self.state["exp_avg_sq"]
 
     @torch.no_grad()
     def step(self, active: list[bool]) -> None:
@@ -75,51 +111,20 @@ class SeedAdam:
                                          strict=False):
             p[frozen], m[frozen], v[frozen] = p0, m0, v0
 
-    @torch.no_grad()
-    def copy_to(self, k: int, optimizer: torch.optim.Optimizer) -> None:
-        """Seed k's moments and step count into its own optimizer (for its checkpoint)."""
-        for i, p in enumerate(optimizer.param_groups[0]["params"]):
-            state = optimizer.state[p]
-            if not state:
-                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
-                state["exp_avg"] = torch.zeros_like(p)
-                state["exp_avg_sq"] = torch.zeros_like(p)
-            state["step"].fill_(float(self.steps[k]))
-            state["exp_avg"].copy_(self.exp_avg[i][k])
-            state["exp_avg_sq"].copy_(self.exp_avg_sq[i][k])
-        optimizer.param_groups[0]["lr"] = self.lr
 
-    @torch.no_grad()
-    def copy_from(self, k: int, optimizer: torch.optim.Optimizer) -> None:
-        """Seed k's moments and step count from its own optimizer (fresh: zeros)."""
-        for i, p in enumerate(optimizer.param_groups[0]["params"]):
-            state = optimizer.state.get(p) or {}
-            if "exp_avg" in state:
-                self.exp_avg[i][k].copy_(state["exp_avg"])
-                self.exp_avg_sq[i][k].copy_(state["exp_avg_sq"])
-                self.steps[k] = float(state["step"])
-
-
-class SeedRMSprop:
+class SeedRMSprop(_SeedOptimizer):
     """RMSprop as `torch.optim.RMSprop` with its defaults beyond `alpha` and `eps` (no momentum,
     not centered, no weight decay: what A2C uses) over stacked leaf tensors, per seed."""
+
+    STATE = ("square_avg",)
 
     def __init__(self, params: list[torch.Tensor], optimizers: list[torch.optim.Optimizer]):
         group = optimizers[0].param_groups[0]
         if group["momentum"] or group["centered"] or group["weight_decay"]:
             raise ValueError("SeedRMSprop: momentum, centered and weight decay are not batched")
-        self.params = params
-        self.lr: float = group["lr"]
         self.alpha: float = group["alpha"]
         self.eps: float = group["eps"]
-        self.square_avg = [torch.zeros_like(p) for p in params]
-        self.steps = torch.zeros(len(optimizers), dtype=torch.float64)
-        for k, opt in enumerate(optimizers):
-            self.copy_from(k, opt)
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
+        super().__init__(params, optimizers)
 
     @torch.no_grad()
     def step(self, active: list[bool]) -> None:
@@ -127,29 +132,8 @@ class SeedRMSprop:
         if not all(active):
             raise ValueError("SeedRMSprop steps every seed together")
         self.steps += 1
-        for p, v in zip(self.params, self.square_avg, strict=True):
+        for p, v in zip(self.params, self.state["square_avg"], strict=True):
             if p.grad is None:
                 continue
             v.mul_(self.alpha).addcmul_(p.grad, p.grad, value=1 - self.alpha)
             p.addcdiv_(p.grad, v.sqrt().add_(self.eps), value=-self.lr)
-
-    @torch.no_grad()
-    def copy_to(self, k: int, optimizer: torch.optim.Optimizer) -> None:
-        """Seed k's running average and step count into its own optimizer."""
-        for i, p in enumerate(optimizer.param_groups[0]["params"]):
-            state = optimizer.state[p]
-            if not state:
-                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
-                state["square_avg"] = torch.zeros_like(p)
-            state["step"].fill_(float(self.steps[k]))
-            state["square_avg"].copy_(self.square_avg[i][k])
-        optimizer.param_groups[0]["lr"] = self.lr
-
-    @torch.no_grad()
-    def copy_from(self, k: int, optimizer: torch.optim.Optimizer) -> None:
-        """Seed k's running average and step count from its own optimizer (fresh: zeros)."""
-        for i, p in enumerate(optimizer.param_groups[0]["params"]):
-            state = optimizer.state.get(p) or {}
-            if "square_avg" in state:
-                self.square_avg[i][k].copy_(state["square_avg"])
-                self.steps[k] = float(state["step"])
