@@ -146,13 +146,20 @@ def test_sigterm_stops_every_seed_of_a_batch(tmp_path):
     assert "Traceback" not in result["err"]
 
 
-def test_resuming_a_batch_continues_every_seed_exactly(tmp_path, monkeypatch, capfd):
+SAC_SMALL = ["algo=sac", "env=Pendulum-v1", "algo.learning_starts=64", "algo.batch_size=16",
+             "algo.hidden_sizes=[16]", "eval.episodes=2", "progress=off"]
+
+
+@pytest.mark.parametrize("algo_args", [[*SMALL, "algo.anneal_lr=false"], SAC_SMALL],
+                         ids=["ppo", "sac"])
+def test_resuming_a_batch_continues_every_seed_exactly(tmp_path, monkeypatch, capfd, algo_args):
     """A batch trained to 320 steps, then `resume=<batch> total_timesteps=640`, ends with the
-    same weights and optimizer state, bit for bit, as the batch trained to 640 in one go."""
+    same weights and optimizer state, bit for bit, as the batch trained to 640 in one go (SAC:
+    replay, targets, log α and its optimizer, the update counter included)."""
     from rltrain import checkpoint
 
-    common = [*SMALL, "num_seeds=2", "algo.anneal_lr=false", "eval.freq=320",
-              "checkpoint.freq=320", "logger=none"]
+    common = [*algo_args, "num_seeds=2", "eval.freq=320", "checkpoint.freq=320",
+              "checkpoint.save_buffer=true", "logger=none"]
     whole, split = tmp_path / "whole", tmp_path / "split"
     for argv in ([*common, "total_timesteps=640", f"hydra.run.dir={whole}"],
                  [*common, "total_timesteps=320", f"hydra.run.dir={split}"],
@@ -164,11 +171,23 @@ def test_resuming_a_batch_continues_every_seed_exactly(tmp_path, monkeypatch, ca
         a = checkpoint.load(whole / f"seed_{seed}" / "checkpoints" / "final.pt")
         b = checkpoint.load(split / f"seed_{seed}" / "checkpoints" / "final.pt")
         assert b["counters"]["global_step"] == a["counters"]["global_step"] == 640
-        for name, tensor in a["algo"]["policy"].items():
-            assert torch.equal(tensor, b["algo"]["policy"][name]), (seed, name)
-        for i, state in a["algo"]["optimizer"]["state"].items():
-            for key, value in state.items():
-                assert torch.equal(value, b["algo"]["optimizer"]["state"][i][key]), (seed, i, key)
+        _assert_same(a["algo"], b["algo"], f"seed {seed}")
+
+
+def _assert_same(a, b, where: str) -> None:
+    """Nested dicts/lists of tensors and numbers, equal bit for bit."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            _assert_same(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    else:
+        assert a == b, where
 
 
 @pytest.mark.parametrize("algo,env_id,extra", [
