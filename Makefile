@@ -51,8 +51,9 @@ test-ray: $(RAY_STAMP)  ## a two-job sweep through hydra/launcher=ray on a local
 test-all: install       ## everything, slow learning checks included, 100 damaged checkpoints
 	RLTRAIN_FUZZ_EXAMPLES=100 $(BIN)/python -m pytest -q $(ARGS)
 
-bench: install          ## speed vs SB3 + RL-Zoo (seeds 0-2) and throughput, torchrun scaling (1 vs 2 ranks), start-up, seeds as a batch: benchmarks/results/{speed,scaling,seed_batch}.{json,md}
+bench: install          ## speed vs SB3 + RL-Zoo (seeds 0-2) and throughput, process wall-clock vs SB3 at RL-Zoo budgets, torchrun scaling (1 vs 2 ranks), start-up, seeds as a batch: benchmarks/results/{speed,process_gaps,scaling,seed_batch}.{json,md}
 	$(BIN)/python benchmarks/speed.py $(ARGS)
+	$(BIN)/python benchmarks/process_gaps.py
 	$(BIN)/python benchmarks/scaling.py
 	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/seed_batch.py --distribution 20

@@ -363,14 +363,16 @@ def run_sb3(algo: str, env_id: str, seed: int, threshold: float, eval_every: int
 
 
 def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes: int = 10,
-                  torch_threads: int = 1, device: str = "cpu") -> dict[str, Any]:
+                  torch_threads: int = 1, device: str = "cpu",
+                  save: str | None = None) -> dict[str, Any]:
     """Train SB3 with RL-Zoo's hyperparameters for `budget` env steps, then evaluate once.
 
     `learn(budget)`: RL-Zoo's linear schedules (`lin_X`, DQN's exploration fraction) decay over
     the benchmark's budget, as they would with `--n-timesteps budget`. The final evaluation is
     `eval_episodes` deterministic episodes on one separate env (for Atari: the whole game, all
     lives, unclipped rewards, read from the Monitor under AtariWrapper). Returns final_eval,
-    seconds (the `learn()` call only) and budget.
+    seconds (the `learn()` call only) and budget. `save`: write the model there at the end (and
+    the VecNormalize statistics beside it), as RL-Zoo's train.py does.
     """
     require_sb3()
     import torch
@@ -400,6 +402,10 @@ def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes:
     eval_env = make_envs(env_id, hp, 1, seed + 10_000, training=False)
     sync_envs_normalization(env, eval_env)  # no-op without VecNormalize
     mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True)
+    if save is not None:
+        model.save(save)
+        if hasattr(env, "obs_rms"):  # VecNormalize
+            env.save(str(save) + ".vecnormalize.pkl")
     env.close()
     eval_env.close()
     return {"final_eval": float(mean), "seconds": seconds, "budget": int(budget),

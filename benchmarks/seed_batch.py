@@ -6,6 +6,8 @@ the return distribution of a batch against single runs of the same seeds.
     python benchmarks/seed_batch.py --distribution 20        # + 20 seeds batched vs alone
     python benchmarks/seed_batch.py --algo dqn --budget 50000 --threads 1
     python benchmarks/seed_batch.py --algo sac --env Pendulum-v1 --budget 20000 --threads 1
+    python benchmarks/seed_batch.py --algo sac --env Pendulum-v1 --no-speed --distribution 20 \
+        --dist-budget 10000 --out /tmp/sac_dist          # only the 20-seed distribution
 
 Speed: wall-clock of the training call, in this process, one after another: one seed
 (`num_seeds=1`, torch_threads=1: its fastest), `num_seeds=S` (at each `--threads`), and S
@@ -146,6 +148,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--threads", type=int, nargs="*", default=[1, 2])
     parser.add_argument("--no-sequential", action="store_true")
+    parser.add_argument("--no-speed", action="store_true",
+                        help="only the return distribution (with --distribution N)")
     parser.add_argument("--distribution", type=int, default=0, metavar="N")
     parser.add_argument("--dist-budget", type=int, default=60_000)
     parser.add_argument("--out", default="benchmarks/results")
@@ -156,7 +160,7 @@ def main() -> None:
     results = {"date": datetime.date.today().isoformat(), "algo": args.algo, "env": args.env,
                "budget": args.budget}
     with tempfile.TemporaryDirectory() as tmp:
-        results["speed"] = speed(args, Path(tmp))
+        results["speed"] = {} if args.no_speed else speed(args, Path(tmp))
         if args.distribution:
             results["distribution"] = distribution(args, Path(tmp))
     print(report(results, Path(args.out)))

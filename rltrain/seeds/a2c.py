@@ -29,7 +29,7 @@ class SeedA2C(SeedActorCritic):
         adv = batch.advantages
         if cfg.normalize_advantage and adv.shape[1] > 1:
             adv = (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + 1e-8)
-        dist, values = self.net.dist_value(batch.obs)
+        dist, values = self.net.dist_value(batch.obs, batch.action_masks)
         policy_loss = -(adv * dist.log_prob(batch.actions)).mean(-1)
         value_loss = (batch.returns - values).pow(2).mean(-1)
         entropy = dist.entropy().mean(-1)

@@ -38,10 +38,12 @@ class SeedActorCritic:
         self.optimizer = _optimizer(self.params, [m.optimizer for m in members])
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def act(self, obs: torch.Tensor, mask: torch.Tensor | None = None,
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(action, log_prob, value), each `[S, N, ...]`; seed k's sampling noise comes from
-        seed k's generator, shaped as its single-seed run draws it."""
-        dist, value = self.net.dist_value(obs)
+        seed k's generator, shaped as its single-seed run draws it; `mask` `[S, N, n]`: the
+        valid actions (a masked env), the only ones sampled."""
+        dist, value = self.net.dist_value(obs, mask)
         like = dist.mean if self.net.gaussian else dist.log_probs
         action = dist.sample(self.streams.draw(dist.noise, like.shape[1:]))
         return action, dist.log_prob(action), value

@@ -13,8 +13,9 @@ import torch
 import torch.nn.functional as F
 
 from rltrain.algos.base import td_target
-from rltrain.algos.dqn import DQN
+from rltrain.algos.dqn import DQN, greedy_next_value
 from rltrain.errors import UserError
+from rltrain.nets.q import masked_argmax
 from rltrain.seeds.optim import SeedAdam, clip_per_seed
 from rltrain.seeds.rng import SeedStreams
 from rltrain.seeds.stacked import StackedQ
@@ -35,17 +36,23 @@ class SeedDQN:
         self.optimizer = SeedAdam(self.params, [m.optimizer for m in members])
         self.next_target_update = members[0].next_target_update
 
-    def random_actions(self, num_envs: int) -> torch.Tensor:
-        """Uniform actions `[S, N]` before learning starts, each seed from its own stream."""
+    def random_actions(self, num_envs: int, masks: torch.Tensor | None = None) -> torch.Tensor:
+        """Uniform actions `[S, N]` (among each row's valid ones when `masks` `[S, N, n]` is
+        given), each seed from its own stream, as `runner/off_policy.random_actions` draws them."""
+        if masks is not None:
+            return torch.stack([torch.multinomial(m.float(), 1, generator=g).squeeze(-1)
+                                for m, g in zip(masks, self.streams.generators, strict=True)])
         return torch.stack([torch.randint(0, self.n_actions, (num_envs,), generator=g)
                             for g in self.streams.generators])
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
-        """ε-greedy actions `[S, N]`; each seed draws its random actions, then its coins."""
-        greedy = self.q(obs).argmax(-1)
+    def act(self, obs: torch.Tensor, global_step: int,
+            masks: torch.Tensor | None = None) -> torch.Tensor:
+        """ε-greedy actions `[S, N]`; each seed draws its random actions, then its coins; with
+        `masks` `[S, N, n]` the greedy and the random actions are valid ones."""
+        greedy = masked_argmax(self.q(obs), masks)
         rows = greedy.shape[1]
-        random = self.random_actions(rows)
+        random = self.random_actions(rows, masks)
         coins = torch.stack([torch.rand((rows,), generator=g) for g in self.streams.generators])
         return torch.where(coins < self.members[0].epsilon(global_step), random, greedy)
 
@@ -57,8 +64,8 @@ class SeedDQN:
         with torch.no_grad():
             q_next_target = self.q_target(batch.next_obs)
             q_next_online = self.q(batch.next_obs) if cfg.double_q else q_next_target
-            best = q_next_online.argmax(-1, keepdim=True)
-            next_value = q_next_target.gather(-1, best).squeeze(-1)
+            next_value = greedy_next_value(q_next_online, q_next_target, cfg.double_q,
+                                           batch.next_action_masks)
             target = td_target(batch.rewards, next_value, batch.terminated, cfg.gamma)
         q = self.q(batch.obs).gather(-1, batch.actions.long().unsqueeze(-1)).squeeze(-1)
         loss = F.smooth_l1_loss(q, target, reduction="none").mean(-1)  # [S]

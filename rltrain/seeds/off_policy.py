@@ -10,7 +10,7 @@ import torch
 
 from rltrain.algos.base import mean_metrics
 from rltrain.envs.masks import action_mask
-from rltrain.errors import UserError
+from rltrain.runner.off_policy import next_state_mask
 from rltrain.seeds.batch import SeedBatch
 from rltrain.types import TransitionBatch
 
@@ -19,23 +19,32 @@ def run_off_policy_batch(seeds: SeedBatch) -> None:
     """Train every seed until the step budget is spent, a stop is asked for, or none is left."""
     lead = seeds.ctxs[0]
     cfg, n = lead.cfg, lead.env.spec.num_envs
-    if action_mask(lead.env) is not None:
-        raise UserError("num_seeds > 1 does not batch invalid-action masks yet; use num_seeds=1")
+    masked = action_mask(lead.env) is not None  # (masks come with Discrete actions: DQN)
+    afters: list[torch.Tensor] | None = None  # each seed's mask after its last step (masked)
     while seeds.runners and not seeds.finished():
         state = seeds.runners[0].state  # every seed is at the same step
         seeds.fire("pre_iteration")
         # ---- one vector-env step of every seed: random before learning_starts, then the policy
         seeds.fire("pre_rollout")
         t0 = time.perf_counter()
+        # the mask after a step is both the transition's next-state mask and the next acting one
+        masks = (None if not masked else torch.stack(
+            afters if afters is not None else [action_mask(c.env) for c in seeds.ctxs]))
         if state.global_step < cfg.learning_starts:
-            action = seeds.algo.random_actions(n)
+            action = seeds.algo.random_actions(n, *(() if masks is None else (masks,)))
         else:
-            action = seeds.algo.act(torch.stack([c.obs for c in seeds.ctxs]), state.global_step)
+            action = seeds.algo.act(torch.stack([c.obs for c in seeds.ctxs]), state.global_step,
+                                    *(() if masks is None else (masks,)))
         te = time.perf_counter()
         results = [c.env.step(action[k]) for k, c in enumerate(seeds.ctxs)]
         env_seconds = time.perf_counter() - te
+        if masked:
+            afters = [action_mask(c.env) for c in seeds.ctxs]
         for k, (ctx, res) in enumerate(zip(seeds.ctxs, results, strict=True)):
-            ctx.replay.add(ctx.obs, action[k], res.reward, res.final_obs, res.terminated)
+            next_mask = (None if afters is None
+                         else next_state_mask(afters[k], res.terminated | res.truncated))
+            ctx.replay.add(ctx.obs, action[k], res.reward, res.final_obs, res.terminated,
+                           next_mask=next_mask)
             ctx.episodes.record(res)
             ctx.obs = res.obs
             ctx.state.global_step += n
@@ -56,7 +65,9 @@ def run_off_policy_batch(seeds: SeedBatch) -> None:
             ctx.timer.add("act", t1 - t0 - env_seconds)
             ctx.timer.add("update", t2 - t1)
             ctx.state.metrics["buffer/size"] = float(ctx.replay.size)
-        seeds.end_iteration()
+        kept = seeds.end_iteration()
+        if afters is not None:
+            afters = [afters[k] for k in kept]
 
 
 def sample(seeds: SeedBatch, batch_size: int) -> TransitionBatch:

@@ -13,7 +13,6 @@ from rltrain import obs as obs_ops
 from rltrain.buffers.replay import obs_storage_dtype
 from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.envs.masks import action_mask
-from rltrain.errors import UserError
 from rltrain.runner.on_policy import log_budget, rollout_steps
 from rltrain.seeds.batch import SeedBatch
 from rltrain.types import RolloutBatch, action_dtype, action_shape
@@ -23,8 +22,6 @@ def run_seed_batch(seeds: SeedBatch) -> None:
     """Train every seed until the step budget is spent, a stop is asked for, or none is left."""
     lead = seeds.ctxs[0]
     cfg, spec, n_steps = lead.cfg, lead.env.spec, lead.cfg.n_steps
-    if action_mask(lead.env) is not None:
-        raise UserError("num_seeds > 1 does not batch invalid-action masks yet; use num_seeds=1")
     shape, dtype = obs_ops.layout(lead.obs, obs_storage_dtype)
     make_buffer = partial(RolloutBuffer, num_envs=spec.num_envs, obs_shape=shape,
                           action_shape=action_shape(spec), action_dtype=action_dtype(spec),
@@ -42,7 +39,9 @@ def run_seed_batch(seeds: SeedBatch) -> None:
         seeds.fire("pre_rollout")
         t0, env_seconds = time.perf_counter(), 0.0
         for _ in range(steps):
-            action, log_prob, value = seeds.algo.act(torch.stack([c.obs for c in seeds.ctxs]))
+            masks = stacked_masks(seeds)  # None unless the env says which actions are valid
+            action, log_prob, value = seeds.algo.act(torch.stack([c.obs for c in seeds.ctxs]),
+                                                     masks)
             te = time.perf_counter()
             results = [c.env.step(action[k]) for k, c in enumerate(seeds.ctxs)]
             env_seconds += time.perf_counter() - te
@@ -51,7 +50,7 @@ def run_seed_batch(seeds: SeedBatch) -> None:
                 final_values = seeds.algo.value(torch.stack([r.final_obs for r in results]))
             for k, (ctx, res, buf) in enumerate(zip(seeds.ctxs, results, bufs, strict=True)):
                 buf.add(ctx.obs, action[k], log_prob[k], value[k], res.reward, res.terminated,
-                        res.truncated)
+                        res.truncated, None if masks is None else masks[k])
                 if truncated[k]:
                     buf.truncated_values[buf.step - 1, res.truncated] = final_values[k][res.truncated]
                 ctx.episodes.record(res)
@@ -79,6 +78,13 @@ def run_seed_batch(seeds: SeedBatch) -> None:
         # ---- each seed logs, evaluates and checkpoints; a failed seed leaves the batch -----
         kept = seeds.end_iteration()
         bufs = [bufs[k] for k in kept]
+
+
+def stacked_masks(seeds: SeedBatch) -> torch.Tensor | None:
+    """Every seed's valid actions at its current observations `[S, N, n]`, or None (an
+    unmasked env: the seeds all run the same env)."""
+    masks = [action_mask(c.env) for c in seeds.ctxs]
+    return None if masks[0] is None else torch.stack(masks)
 
 
 def stack_batches(batches: list[RolloutBatch]) -> RolloutBatch:

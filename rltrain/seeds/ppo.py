@@ -55,7 +55,8 @@ class SeedPPO(SeedActorCritic):
         adv, returns = batch.advantages[seed_rows, idx], batch.returns[seed_rows, idx]
         if cfg.normalize_advantage and adv.shape[1] > 1:
             adv = (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + 1e-8)
-        dist, values = self.net.dist_value(obs)
+        masks = None if batch.action_masks is None else batch.action_masks[seed_rows, idx]
+        dist, values = self.net.dist_value(obs, masks)  # masked: loss and entropy over valid ones
         log_ratio = dist.log_prob(actions) - old_log_prob
         ratio = log_ratio.exp()
         eps = cfg.clip_range

@@ -123,12 +123,14 @@ class StackedActorCritic(Stacked):
         self.gaussian = isinstance(head, GaussianHead)
         self.log_std_bounds = (head.log_std_min, head.log_std_max) if self.gaussian else None
 
-    def dist(self, obs: torch.Tensor) -> CategoricalDist | DiagGaussianDist:
-        """The action distributions at `obs` (batch shape `[S, B]`)."""
+    def dist(self, obs: torch.Tensor, mask: torch.Tensor | None = None,
+             ) -> CategoricalDist | DiagGaussianDist:
+        """The action distributions at `obs` (batch shape `[S, B]`); `mask` `[S, B, n]`: each
+        seed's valid actions (Discrete only)."""
         w = self.params
         features = _sequential(w, "actor_body", self.template.actor_body, obs.flatten(2))
         if not self.gaussian:
-            return CategoricalDist(_linear(w, "head.logits", features))
+            return CategoricalDist(_linear(w, "head.logits", features), mask)
         low, high = self.log_std_bounds  # type: ignore[misc]
         log_std = w["head.log_std"].clamp(low, high).unsqueeze(1)  # [S, 1, A]
         return DiagGaussianDist(_linear(w, "head.mean", features), log_std)
@@ -137,9 +139,9 @@ class StackedActorCritic(Stacked):
         """V(obs) `[S, B]`."""
         return _sequential(self.params, "critic", self.template.critic, obs.flatten(2)).squeeze(-1)
 
-    def dist_value(self, obs: torch.Tensor,
+    def dist_value(self, obs: torch.Tensor, mask: torch.Tensor | None = None,
                    ) -> tuple[CategoricalDist | DiagGaussianDist, torch.Tensor]:
-        return self.dist(obs), self.value(obs)
+        return self.dist(obs, mask), self.value(obs)
 
 
 class StackedQ(Stacked):

@@ -1,13 +1,20 @@
-"""Build the members of a seed batch (PPO objects, one per seed) without a Runner."""
+"""Build the members of a seed batch (PPO objects, one per seed) without a Runner; run a
+batch and each of its seeds alone, metric by metric."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
+import pytest
 import torch
 
 from rltrain.compose import compose_train_config
 from rltrain.envs.make import make_env
 from rltrain.registry import get_algo_spec
+from rltrain.runner.runner import Runner
 from rltrain.seeds.rng import SeedStreams
+from rltrain.seeds.runner import SeedRunner
 
 
 def ppo_members(env_id: str, seeds: int, *overrides: str):
@@ -23,3 +30,30 @@ def ppo_members(env_id: str, seeds: int, *overrides: str):
         members.append(get_algo_spec("ppo").build(cfg.algo, spec, "cpu"))
         streams.capture()
     return members, streams, spec
+
+
+def _recorder(runner: Runner, event: str) -> list[dict[str, float]]:
+    rows: list[dict[str, float]] = []
+    runner.add_callback(event, lambda state: rows.append(dict(state.metrics)))
+    return rows
+
+
+def assert_batch_matches_single_runs(cfg, tmp_path, updates: int) -> None:
+    """Train `cfg` (num_seeds > 1) as a batch, then each of its seeds alone: every logged
+    metric of each update within a relative 1e-5, and `updates` updates on both sides."""
+    event = "post_iteration" if cfg.algo.name in ("ppo", "a2c") else "post_update"
+    batch = SeedRunner(cfg, tmp_path / "batch")
+    batched = [_recorder(r, event) for r in batch.runners]
+    batch.run()
+    for k, seed in enumerate(batch.seeds):
+        single = Runner(dataclasses.replace(cfg, seed=seed, num_seeds=1), tmp_path / f"single{k}")
+        alone = _recorder(single, event)
+        single.run()
+        assert len(alone) == len(batched[k]) == updates
+        for update, (mine, theirs) in enumerate(zip(batched[k], alone, strict=True)):
+            assert mine.keys() == theirs.keys()
+            for name, value in theirs.items():
+                if name.startswith("time/") or (math.isnan(value) and math.isnan(mine[name])):
+                    continue
+                assert mine[name] == pytest.approx(value, rel=1e-5, abs=1e-6), \
+                    f"seed {seed}, update {update}: {name} {mine[name]} vs alone {value}"

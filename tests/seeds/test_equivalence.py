@@ -14,20 +14,10 @@ distributions of 20 seeds batched and 20 single runs.
 
 from __future__ import annotations
 
-import dataclasses
-import math
-
 import pytest
 
 from rltrain.compose import compose_train_config
-from rltrain.runner.runner import Runner
-from rltrain.seeds.runner import SeedRunner
-
-
-def _recorder(runner: Runner, event: str) -> list[dict[str, float]]:
-    rows: list[dict[str, float]] = []
-    runner.add_callback(event, lambda state: rows.append(dict(state.metrics)))
-    return rows
+from tests.seeds.helpers import assert_batch_matches_single_runs
 
 
 @pytest.mark.parametrize("algo,env_id,budget,updates", [
@@ -48,22 +38,7 @@ def test_seed_in_a_batch_matches_its_single_run(tmp_path, algo, env_id, budget, 
     then one gradient step per env step (replay indices and both reparameterization noises from
     each seed's stream): 150 updates. TD3 and DDPG Pendulum: 1000 random steps, then 100 gradient
     steps (exploration noise, TD3's smoothing noise and replay indices from each seed's stream)."""
-    event = "post_iteration" if algo in ("ppo", "a2c") else "post_update"
     cfg = compose_train_config([
         f"algo={algo}", f"env={env_id}", "num_seeds=3", "seed=5", f"total_timesteps={budget}",
         "eval.freq=0", "eval.episodes=1", "logger=none", "progress=off"])
-    batch = SeedRunner(cfg, tmp_path / "batch")
-    batched = [_recorder(r, event) for r in batch.runners]
-    batch.run()
-    for k, seed in enumerate(batch.seeds):
-        single = Runner(dataclasses.replace(cfg, seed=seed, num_seeds=1), tmp_path / f"single{k}")
-        alone = _recorder(single, event)
-        single.run()
-        assert len(alone) == len(batched[k]) == updates
-        for update, (mine, theirs) in enumerate(zip(batched[k], alone, strict=True)):
-            assert mine.keys() == theirs.keys()
-            for name, value in theirs.items():
-                if name.startswith("time/") or (math.isnan(value) and math.isnan(mine[name])):
-                    continue
-                assert mine[name] == pytest.approx(value, rel=1e-5, abs=1e-6), \
-                    f"seed {seed}, update {update}: {name} {mine[name]} vs alone {value}"
+    assert_batch_matches_single_runs(cfg, tmp_path, updates)
