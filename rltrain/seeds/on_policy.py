@@ -23,36 +23,37 @@ def run_seed_batch(seeds: SeedBatch) -> None:
     lead = seeds.ctxs[0]
     cfg, spec, n_steps = lead.cfg, lead.env.spec, lead.cfg.n_steps
     shape, dtype = obs_ops.layout(lead.obs, obs_storage_dtype)
-    make_buffer = partial(RolloutBuffer, num_envs=spec.num_envs, obs_shape=shape,
-                          action_shape=action_shape(spec), action_dtype=action_dtype(spec),
-                          device=lead.device, obs_dtype=dtype)
+    # one buffer for all seeds: env column k*N + i is seed k's env i (GAE never mixes columns)
+    make_buffer = partial(RolloutBuffer, obs_shape=shape, action_shape=action_shape(spec),
+                          action_dtype=action_dtype(spec), device=lead.device, obs_dtype=dtype)
     per_step = spec.num_envs
     log_budget(lead.state, n_steps, per_step)
-    bufs = [make_buffer(n_steps) for _ in seeds.ctxs]
+    buf = make_buffer(n_steps, len(seeds.ctxs) * per_step)
     while seeds.ctxs and not seeds.finished():
         seeds.fire("pre_iteration")
         state = seeds.ctxs[0].state  # every seed is at the same step
         steps = rollout_steps(state, n_steps, per_step)
-        if steps != bufs[0].n_steps:  # the last rollout, shortened to end on the budget
-            bufs = [make_buffer(steps) for _ in seeds.ctxs]
+        if (steps, len(seeds.ctxs) * per_step) != (buf.n_steps, buf.num_envs):
+            buf = make_buffer(steps, len(seeds.ctxs) * per_step)  # the last rollout, or fewer seeds
         # ---- collect one rollout of every seed -------------------------------------------
         seeds.fire("pre_rollout")
         t0, env_seconds = time.perf_counter(), 0.0
         for _ in range(steps):
             masks = stacked_masks(seeds)  # None unless the env says which actions are valid
-            action, log_prob, value = seeds.algo.act(torch.stack([c.obs for c in seeds.ctxs]),
-                                                     masks)
+            obs = torch.stack([c.obs for c in seeds.ctxs])
+            action, log_prob, value = seeds.algo.act(obs, masks)
             te = time.perf_counter()
             results = [c.env.step(action[k]) for k, c in enumerate(seeds.ctxs)]
             env_seconds += time.perf_counter() - te
-            truncated = [bool(r.truncated.any()) for r in results]
-            if any(truncated):  # time limits: bootstrap from V(final obs), not from 0
+            truncated = torch.cat([r.truncated for r in results])
+            buf.add(obs.flatten(0, 1), action.flatten(0, 1), log_prob.flatten(0, 1),
+                    value.flatten(0, 1), torch.cat([r.reward for r in results]),
+                    torch.cat([r.terminated for r in results]), truncated,
+                    None if masks is None else masks.flatten(0, 1))
+            if truncated.any():  # time limits: bootstrap from V(final obs), not from 0
                 final_values = seeds.algo.value(torch.stack([r.final_obs for r in results]))
-            for k, (ctx, res, buf) in enumerate(zip(seeds.ctxs, results, bufs, strict=True)):
-                buf.add(ctx.obs, action[k], log_prob[k], value[k], res.reward, res.terminated,
-                        res.truncated, None if masks is None else masks[k])
-                if truncated[k]:
-                    buf.truncated_values[buf.step - 1, res.truncated] = final_values[k][res.truncated]
+                buf.truncated_values[buf.step - 1, truncated] = final_values.flatten()[truncated]
+            for ctx, res in zip(seeds.ctxs, results, strict=True):
                 ctx.episodes.record(res)
                 ctx.obs = res.obs
                 ctx.state.global_step += per_step
@@ -60,24 +61,24 @@ def run_seed_batch(seeds: SeedBatch) -> None:
         # ---- advantages and one batched update ----------------------------------------------
         t1 = time.perf_counter()
         last_values = seeds.algo.value(torch.stack([c.obs for c in seeds.ctxs]))
-        batch = stack_batches([buf.finish(last_values[k], cfg.gamma, cfg.gae_lambda)
-                               for k, buf in enumerate(bufs)])
+        batch = per_seed(buf.finish(last_values.flatten(), cfg.gamma, cfg.gae_lambda),
+                         steps, len(seeds.ctxs))
         seeds.fire("pre_update")
         progress_remaining = max(0.0, 1.0 - state.global_step / state.total_timesteps)
         metrics = seeds.algo.update(batch, progress_remaining=progress_remaining)
         t2 = time.perf_counter()
-        for ctx, buf, m in zip(seeds.ctxs, bufs, metrics, strict=True):
+        rewards, values = (per_seed_columns(x, len(seeds.ctxs)) for x in (buf.rewards, buf.values))
+        for k, (ctx, m) in enumerate(zip(seeds.ctxs, metrics, strict=True)):
             ctx.state.metrics = m
             ctx.state.iteration += 1
             ctx.timer.add("env", env_seconds)  # the batch's times: every seed shares them
             ctx.timer.add("act", t1 - t0 - env_seconds)
             ctx.timer.add("update", t2 - t1)
-            m.update({"rollout/mean_reward": float(buf.rewards.mean()),
-                      "rollout/mean_value": float(buf.values.mean())})
+            m.update({"rollout/mean_reward": float(rewards[k].mean()),
+                      "rollout/mean_value": float(values[k].mean())})
         seeds.fire("post_update")
         # ---- each seed logs, evaluates and checkpoints; a failed seed leaves the batch -----
-        kept = seeds.end_iteration()
-        bufs = [bufs[k] for k in kept]
+        seeds.end_iteration()
 
 
 def stacked_masks(seeds: SeedBatch) -> torch.Tensor | None:
@@ -87,7 +88,17 @@ def stacked_masks(seeds: SeedBatch) -> torch.Tensor | None:
     return None if masks[0] is None else torch.stack(masks)
 
 
-def stack_batches(batches: list[RolloutBatch]) -> RolloutBatch:
-    """The seeds' rollouts as one batch with a leading seed dimension `[S, B, ...]`."""
-    return RolloutBatch(*(torch.stack(parts) if parts[0] is not None else None
-                          for parts in zip(*batches, strict=True)))
+def per_seed_columns(x: torch.Tensor, seeds: int) -> torch.Tensor:
+    """`[T, S*N, ...]` storage as `[S, T, N, ...]` (seed k's columns, as its own buffer's)."""
+    return x.unflatten(1, (seeds, -1)).transpose(0, 1).contiguous()
+
+
+def per_seed(batch: RolloutBatch, steps: int, seeds: int) -> RolloutBatch:
+    """The buffer's flattened `[T*S*N, ...]` batch as `[S, T*N, ...]`: row t*N + i of seed k is
+    what seed k's own buffer would flatten to row t*N + i."""
+    def split(x: torch.Tensor | None) -> torch.Tensor | None:
+        if x is None:
+            return None
+        return per_seed_columns(x.unflatten(0, (steps, -1)), seeds).flatten(1, 2)
+
+    return RolloutBatch(*(split(x) for x in batch))

@@ -100,13 +100,20 @@ class SeedAdam(_SeedOptimizer):
         steps = self.steps.clamp(min=1.0)  # a frozen seed that never stepped: any value will do
         step_size = (self.lr / (1 - beta1 ** steps)).to(torch.float32)
         bias2_sqrt = (1 - beta2 ** steps).sqrt().to(torch.float32)
-        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
-            if p.grad is None:
-                continue
-            m.lerp_(p.grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            denom = (v.sqrt() / _per_seed(bias2_sqrt, v)).add_(self.eps)
-            p.addcdiv_(m * _per_seed(step_size, m), denom, value=-1.0)
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        params = [self.params[i] for i in live]
+        grads = [p.grad for p in params]
+        ms, vs = [self.exp_avg[i] for i in live], [self.exp_avg_sq[i] for i in live]
+        # the per-parameter ops of one seed's `torch.optim.Adam` step, as foreach calls over all
+        # parameters (one C++ loop each instead of ~8 Python-dispatched ops per parameter)
+        torch._foreach_lerp_(ms, grads, 1 - beta1)
+        torch._foreach_mul_(vs, beta2)
+        torch._foreach_addcmul_(vs, grads, grads, value=1 - beta2)
+        denom = torch._foreach_sqrt(vs)
+        torch._foreach_div_(denom, [_per_seed(bias2_sqrt, v) for v in vs])
+        torch._foreach_add_(denom, self.eps)
+        update = torch._foreach_mul(ms, [_per_seed(step_size, m) for m in ms])
+        torch._foreach_addcdiv_(params, update, denom, value=-1.0)
         for (p0, m0, v0), p, m, v in zip(kept, self.params, self.exp_avg, self.exp_avg_sq,
                                          strict=False):
             p[frozen], m[frozen], v[frozen] = p0, m0, v0

@@ -27,6 +27,39 @@ def test_forward_is_each_seeds_own_policy(env_id, extra):
             torch.testing.assert_close(dist.log_probs[k], own.log_probs, rtol=1e-6, atol=1e-6)
 
 
+def test_large_batches_take_the_fast_tanh_and_still_match_each_seed(monkeypatch):
+    """Above FAST_TANH_NUMEL elements a stacked tanh layer is 2 sigmoid(2x) - 1 with tanh's
+    backward: values and gradients within float32 rounding of `torch.tanh`'s, and the stacked
+    forward (through it) still each seed's own policy."""
+    import rltrain.seeds.stacked as stacked
+
+    x = torch.linspace(-12, 12, 200_001, dtype=torch.float32, requires_grad=True)
+    ref = x.detach().clone().requires_grad_(True)
+    y = stacked._FastTanh.apply(x)
+    torch.testing.assert_close(y, torch.tanh(ref), rtol=0, atol=3e-7)
+    y.square().sum().backward()
+    torch.tanh(ref).square().sum().backward()
+    torch.testing.assert_close(x.grad, ref.grad, rtol=0, atol=1e-6)
+
+    real, calls = stacked._FastTanh.apply, []
+
+    def counting(t: torch.Tensor) -> torch.Tensor:
+        calls.append(tuple(t.shape))
+        return real(t)
+
+    monkeypatch.setattr(stacked, "FAST_TANH_NUMEL", 1)
+    monkeypatch.setattr(stacked._FastTanh, "apply", counting)
+    members, _, spec = ppo_members("CartPole-v1", 3)
+    net = StackedActorCritic([m.policy for m in members])
+    obs = torch.randn(3, 5, *spec.obs_shape)
+    dist, value = net.dist_value(obs)
+    for k, m in enumerate(members):
+        own, own_value = m.policy.dist_value(obs[k])
+        torch.testing.assert_close(value[k], own_value, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(dist.log_probs[k], own.log_probs, rtol=1e-5, atol=1e-6)
+    assert len(calls) == 4  # the actor's and the critic's two hidden tanh layers
+
+
 def test_seeds_are_isolated():
     """Changing seed 1's weights changes only seed 1's outputs; seed 0's loss moves only seed
     0's gradients."""
