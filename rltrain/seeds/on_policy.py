@@ -37,26 +37,8 @@ def run_seed_batch(seeds: SeedBatch) -> None:
             buf = make_buffer(steps, len(seeds.ctxs) * per_step)  # the last rollout, or fewer seeds
         # ---- collect one rollout of every seed -------------------------------------------
         seeds.fire("pre_rollout")
-        t0, env_seconds = time.perf_counter(), 0.0
-        for _ in range(steps):
-            masks = stacked_masks(seeds)  # None unless the env says which actions are valid
-            obs = torch.stack([c.obs for c in seeds.ctxs])
-            action, log_prob, value = seeds.algo.act(obs, masks)
-            te = time.perf_counter()
-            results = [c.env.step(action[k]) for k, c in enumerate(seeds.ctxs)]
-            env_seconds += time.perf_counter() - te
-            truncated = torch.cat([r.truncated for r in results])
-            buf.add(obs.flatten(0, 1), action.flatten(0, 1), log_prob.flatten(0, 1),
-                    value.flatten(0, 1), torch.cat([r.reward for r in results]),
-                    torch.cat([r.terminated for r in results]), truncated,
-                    None if masks is None else masks.flatten(0, 1))
-            if truncated.any():  # time limits: bootstrap from V(final obs), not from 0
-                final_values = seeds.algo.value(torch.stack([r.final_obs for r in results]))
-                buf.truncated_values[buf.step - 1, truncated] = final_values.flatten()[truncated]
-            for ctx, res in zip(seeds.ctxs, results, strict=True):
-                ctx.episodes.record(res)
-                ctx.obs = res.obs
-                ctx.state.global_step += per_step
+        t0 = time.perf_counter()
+        env_seconds = collect(seeds, buf, steps)
         seeds.fire("post_rollout")
         # ---- advantages and one batched update ----------------------------------------------
         t1 = time.perf_counter()
@@ -79,6 +61,32 @@ def run_seed_batch(seeds: SeedBatch) -> None:
         seeds.fire("post_update")
         # ---- each seed logs, evaluates and checkpoints; a failed seed leaves the batch -----
         seeds.end_iteration()
+
+
+def collect(seeds: SeedBatch, buf: RolloutBuffer, steps: int) -> float:
+    """`steps` vector steps of every seed into `buf` (seed k's envs are its columns k*N...);
+    returns the seconds spent in the envs."""
+    env_seconds = 0.0
+    for _ in range(steps):
+        masks = stacked_masks(seeds)  # None unless the env says which actions are valid
+        obs = torch.stack([c.obs for c in seeds.ctxs])
+        action, log_prob, value = seeds.algo.act(obs, masks)
+        te = time.perf_counter()
+        results = [c.env.step(action[k]) for k, c in enumerate(seeds.ctxs)]
+        env_seconds += time.perf_counter() - te
+        truncated = torch.cat([r.truncated for r in results])
+        buf.add(obs.flatten(0, 1), action.flatten(0, 1), log_prob.flatten(0, 1),
+                value.flatten(0, 1), torch.cat([r.reward for r in results]),
+                torch.cat([r.terminated for r in results]), truncated,
+                None if masks is None else masks.flatten(0, 1))
+        if truncated.any():  # time limits: bootstrap from V(final obs), not from 0
+            final_values = seeds.algo.value(torch.stack([r.final_obs for r in results]))
+            buf.truncated_values[buf.step - 1, truncated] = final_values.flatten()[truncated]
+        for ctx, res in zip(seeds.ctxs, results, strict=True):
+            ctx.episodes.record(res)
+            ctx.obs = res.obs
+            ctx.state.global_step += ctx.env.spec.num_envs
+    return env_seconds
 
 
 def stacked_masks(seeds: SeedBatch) -> torch.Tensor | None:

@@ -13,18 +13,21 @@ from tests.seeds.helpers import ppo_members
 @pytest.mark.parametrize("env_id,extra", [("CartPole-v1", ()), ("Pendulum-v1", ()),
                                           ("CartPole-v1", ("net.layer_norm=true",))])
 def test_forward_is_each_seeds_own_policy(env_id, extra):
-    members, _, spec = ppo_members(env_id, 3, *extra)
+    _assert_each_seeds_own_policy(*ppo_members(env_id, 3, *extra), rtol=1e-6)
+
+
+def _assert_each_seeds_own_policy(members, streams, spec, rtol: float) -> None:
     net = StackedActorCritic([m.policy for m in members])
     obs = torch.randn(3, 5, *spec.obs_shape)
     dist, value = net.dist_value(obs)
     for k, m in enumerate(members):
         own, own_value = m.policy.dist_value(obs[k])
-        torch.testing.assert_close(value[k], own_value, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(value[k], own_value, rtol=rtol, atol=1e-6)
         if net.gaussian:
-            torch.testing.assert_close(dist.mean[k], own.mean, rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(dist.mean[k], own.mean, rtol=rtol, atol=1e-6)
             torch.testing.assert_close(dist.log_std[k], own.log_std, rtol=0, atol=0)
         else:
-            torch.testing.assert_close(dist.log_probs[k], own.log_probs, rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(dist.log_probs[k], own.log_probs, rtol=rtol, atol=1e-6)
 
 
 def test_large_batches_take_the_fast_tanh_and_still_match_each_seed(monkeypatch):
@@ -49,14 +52,7 @@ def test_large_batches_take_the_fast_tanh_and_still_match_each_seed(monkeypatch)
 
     monkeypatch.setattr(stacked, "FAST_TANH_NUMEL", 1)
     monkeypatch.setattr(stacked._FastTanh, "apply", counting)
-    members, _, spec = ppo_members("CartPole-v1", 3)
-    net = StackedActorCritic([m.policy for m in members])
-    obs = torch.randn(3, 5, *spec.obs_shape)
-    dist, value = net.dist_value(obs)
-    for k, m in enumerate(members):
-        own, own_value = m.policy.dist_value(obs[k])
-        torch.testing.assert_close(value[k], own_value, rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(dist.log_probs[k], own.log_probs, rtol=1e-5, atol=1e-6)
+    _assert_each_seeds_own_policy(*ppo_members("CartPole-v1", 3), rtol=1e-5)
     assert len(calls) == 4  # the actor's and the critic's two hidden tanh layers
 
 
