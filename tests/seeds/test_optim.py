@@ -76,3 +76,26 @@ def test_state_copies_to_and_from_torch_adam():
     fresh = SeedAdam([p.detach().clone().requires_grad_() for p in stacked], opts)
     assert fresh.steps.tolist() == [0.0, 1.0]  # seed 0's optimizer never stepped
     torch.testing.assert_close(fresh.exp_avg_sq[0][1], seed_adam.exp_avg_sq[0][1])
+
+
+def test_seeds_in_step_take_torchs_fused_kernel_bit_for_bit():
+    """All seeds active at one step count (off-policy batches, PPO without a KL stop): the
+    stacked step is torch's fused Adam, so each seed equals its fused single-run Adam exactly."""
+    nets = _nets(3)
+    opts = [torch.optim.Adam(n.parameters(), lr=3e-3, eps=1e-5, fused=True) for n in nets]
+    stacked = _stacked(nets)
+    seed_adam = SeedAdam(stacked, opts)
+    gen = torch.Generator().manual_seed(2)
+    for _ in range(4):
+        grads = [torch.randn(p.shape, generator=gen) for p in stacked]
+        for p, g in zip(stacked, grads, strict=True):
+            p.grad = g.clone()
+        seed_adam.step([True, True, True])
+        for k, (net, opt) in enumerate(zip(nets, opts, strict=True)):
+            for p, g in zip(net.parameters(), grads, strict=True):
+                p.grad = g[k].clone()
+            opt.step()
+    for k, net in enumerate(nets):
+        for p, s in zip(net.parameters(), stacked, strict=True):
+            assert torch.equal(s[k].detach(), p.detach())
+    assert seed_adam.steps.tolist() == [4.0, 4.0, 4.0]
