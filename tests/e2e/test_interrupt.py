@@ -87,9 +87,12 @@ def run(args: list[str], folder: Path, cwd: Path) -> dict:
 
 
 def signalled(tmp: Path, name: str, signals: list[int], extra: Sequence[str] = (),
-              ready: Callable[[], bool] | None = None, delay: float = 0.0) -> dict:
+              ready: Callable[[], bool] | None = None, delay: float = 0.0,
+              heard: Callable[[], bool] | None = None) -> dict:
     """Start a long run; once it is `ready` (default: its first checkpoint exists, so its signal
-    handlers are installed) and `delay` seconds later, send `signals` 0.3 s apart."""
+    handlers are installed) and `delay` seconds later, send `signals` 0.3 s apart, each after
+    the run said it `heard` the one before (when given): two signals sent before the process
+    runs again are delivered as one (POSIX signals do not queue), as a loaded CI machine showed."""
     run_dir = tmp / name
     cmd = Command([*LONG, *extra, f"hydra.run.dir={run_dir}"], tmp / f"{name}.log", tmp)
     try:
@@ -98,6 +101,8 @@ def signalled(tmp: Path, name: str, signals: list[int], extra: Sequence[str] = (
         t0 = time.monotonic()
         for i, sig in enumerate(signals):
             if i:
+                if heard is not None:
+                    cmd.wait_for(heard)
                 time.sleep(0.3)
             cmd.proc.send_signal(sig)
         result = cmd.finish()
@@ -180,7 +185,8 @@ def cli(tmp_path_factory) -> dict:
         # 20000 epochs: the update the signals interrupt would run for minutes; no checkpoints
         "sigint_twice": (signalled, tmp, "sigint_twice", [signal.SIGINT, signal.SIGINT],
                          ["algo.n_epochs=20000", "checkpoint.freq=0"],
-                         lambda: "training ppo" in read(twice), 0.5),
+                         lambda: "training ppo" in read(twice), 0.5,
+                         lambda: "Ctrl-C again to quit now" in read(twice)),
         "diverge": (diverging, tmp),
     }
     with ThreadPoolExecutor(max_workers=3) as pool:
