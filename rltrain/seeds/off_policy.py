@@ -28,13 +28,13 @@ def run_off_policy_batch(seeds: SeedBatch) -> None:
         seeds.fire("pre_rollout")
         t0 = time.perf_counter()
         # the mask after a step is both the transition's next-state mask and the next acting one
-        masks = (None if not masked else torch.stack(
-            afters if afters is not None else [action_mask(c.env) for c in seeds.ctxs]))
+        masks = () if not masked else (torch.stack(  # only DQN's calls take it
+            afters if afters is not None else [action_mask(c.env) for c in seeds.ctxs]),)
         if state.global_step < cfg.learning_starts:
-            action = seeds.algo.random_actions(n, *(() if masks is None else (masks,)))
+            action = seeds.algo.random_actions(n, *masks)
         else:
             action = seeds.algo.act(torch.stack([c.obs for c in seeds.ctxs]), state.global_step,
-                                    *(() if masks is None else (masks,)))
+                                    *masks)
         te = time.perf_counter()
         results = [c.env.step(action[k]) for k, c in enumerate(seeds.ctxs)]
         env_seconds = time.perf_counter() - te

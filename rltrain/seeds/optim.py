@@ -102,10 +102,7 @@ class SeedAdam(_SeedOptimizer):
         steps = self.steps.clamp(min=1.0)  # a frozen seed that never stepped: any value will do
         step_size = (self.lr / (1 - beta1 ** steps)).to(torch.float32)
         bias2_sqrt = (1 - beta2 ** steps).sqrt().to(torch.float32)
-        live = [i for i, p in enumerate(self.params) if p.grad is not None]
-        params = [self.params[i] for i in live]
-        grads = [p.grad for p in params]
-        ms, vs = [self.exp_avg[i] for i in live], [self.exp_avg_sq[i] for i in live]
+        params, grads, ms, vs = self._live()
         # the per-parameter ops of one seed's `torch.optim.Adam` step, as foreach calls over all
         # parameters (one C++ loop each instead of ~8 Python-dispatched ops per parameter)
         torch._foreach_lerp_(ms, grads, 1 - beta1)
@@ -120,20 +117,24 @@ class SeedAdam(_SeedOptimizer):
                                          strict=False):
             p[frozen], m[frozen], v[frozen] = p0, m0, v0
 
+    def _live(self) -> tuple[list[torch.Tensor], ...]:
+        """(params, grads, exp_avgs, exp_avg_sqs) of the parameters that have a gradient."""
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        params = [self.params[i] for i in live]
+        return (params, [p.grad for p in params], [self.exp_avg[i] for i in live],
+                [self.exp_avg_sq[i] for i in live])
+
     def _fused(self) -> bool:
         """Every seed at one step count: torch's fused CPU Adam kernel (what each seed's single
         run steps with) over the stacked tensors, one pass instead of eight. False where this
         torch build has no such kernel (then the foreach path runs)."""
-        live = [i for i, p in enumerate(self.params) if p.grad is not None]
-        params = [self.params[i] for i in live]
+        params, grads, ms, vs = self._live()
         if not params or params[0].device.type != "cpu" or not hasattr(torch, "_fused_adam_"):
             return False
         step = torch.tensor(float(self.steps[0]) + 1.0)  # the kernel reads the incremented step
         beta1, beta2 = self.betas
         try:
-            torch._fused_adam_(params, [p.grad for p in params],
-                               [self.exp_avg[i] for i in live], [self.exp_avg_sq[i] for i in live],
-                               [], [step] * len(params), amsgrad=False, lr=self.lr, beta1=beta1,
+            torch._fused_adam_(params, grads, ms, vs, [], [step] * len(params), amsgrad=False, lr=self.lr, beta1=beta1,
                                beta2=beta2, weight_decay=0.0, eps=self.eps, maximize=False)
         except (RuntimeError, NotImplementedError):  # no fused kernel here
             return False
