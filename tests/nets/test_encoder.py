@@ -56,3 +56,22 @@ def test_vector_observations_are_flattened_without_a_module():
     assert encoder is None and features == 6
     obs = torch.arange(12.0).reshape(2, 2, 3)
     assert torch.equal(encode(encoder, obs), obs.reshape(2, 6))
+
+
+def test_cpu_channels_last_layout_computes_the_plain_nchw_network():
+    """The NHWC layout used on CPU is an implementation detail: features and gradients equal the
+    plain NCHW convolutions, flattened in (C, H, W) order, as checkpoints and exports assume."""
+    torch.manual_seed(0)
+    cnn = NatureCNN(image_spec((4, 48, 44), pixels=True))
+    pixels = torch.randint(0, 256, (6, 4, 48, 44), dtype=torch.uint8)
+    x = pixels.float().contiguous() / 255.0
+    convs = [layer for layer in cnn.convs if isinstance(layer, torch.nn.Conv2d)]
+    for conv in convs:
+        x = torch.relu(torch.nn.functional.conv2d(x.contiguous(), conv.weight, conv.bias,
+                                                  stride=conv.stride))
+    expected = torch.relu(cnn.linear(x.contiguous().view(6, -1)))
+    got = cnn(pixels)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    grad_got = torch.autograd.grad(got.square().sum(), convs[0].weight)[0]
+    grad_expected = torch.autograd.grad(expected.square().sum(), convs[0].weight)[0]
+    torch.testing.assert_close(grad_got, grad_expected, rtol=1e-4, atol=1e-6)
