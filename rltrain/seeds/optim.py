@@ -22,13 +22,22 @@ def clip_per_seed(params: list[torch.Tensor], max_norm: float | None) -> torch.T
     """Each seed's global gradient norm `[S]` (before clipping); when `max_norm` is set,
     scale each seed's gradients by min(1, max_norm / (norm + 1e-6)), as `clip_grad_norm_` does."""
     grads = [p.grad for p in params if p.grad is not None]
-    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])
+    norms = torch.stack([torch.linalg.vector_norm(g, dim=tuple(range(1, g.dim())))
+                         for g in grads])  # no flatten: Linear weights are strided
     total = torch.linalg.vector_norm(norms, dim=0)
     if max_norm is not None and max_norm > 0:
         scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
         for g in grads:
             g.mul_(_per_seed(scale, g))
     return total
+
+
+def _contiguous_view(t: torch.Tensor) -> torch.Tensor | None:
+    """`t`, or its last two dimensions swapped where that view is contiguous; None otherwise."""
+    if t.is_contiguous():
+        return t
+    swapped = t.transpose(-1, -2)
+    return swapped if swapped.is_contiguous() else None
 
 
 class _SeedOptimizer:
@@ -128,9 +137,21 @@ class SeedAdam(_SeedOptimizer):
         """Every seed at one step count: torch's fused CPU Adam kernel (what each seed's single
         run steps with) over the stacked tensors, one pass instead of eight. False where this
         torch build has no such kernel (then the foreach path runs)."""
-        params, grads, ms, vs = self._live()
+        live = self._live()
+        params = live[0]
         if not params or params[0].device.type != "cpu" or not hasattr(torch, "_fused_adam_"):
             return False
+        # the kernel copies a strided tensor to a contiguous one (and back): hand it the
+        # contiguous view of each transposed Linear weight (`stacked.stack_seeds`) instead. Adam
+        # is elementwise, so that is the same step where a parameter, its gradient and its
+        # moments share one layout (autograd gives a leaf its own strides; a gradient set by
+        # hand may differ: then the foreach path runs)
+        if any(len({t.stride() for t in group}) > 1 for group in zip(*live, strict=True)):
+            return False
+        views = [[_contiguous_view(t) for t in tensors] for tensors in live]
+        if any(v is None for tensors in views for v in tensors):
+            return False
+        params, grads, ms, vs = views
         step = torch.tensor(float(self.steps[0]) + 1.0)  # the kernel reads the incremented step
         beta1, beta2 = self.betas
         try:

@@ -93,8 +93,10 @@ class Stacked:
         self.template = modules[0]
         self.seeds = len(modules)
         per_seed = [dict(m.named_parameters()) for m in modules]
+        transposed = _linear_weights(self.template)
         self.params: Weights = {
-            name: torch.stack([ps[name].detach() for ps in per_seed]).requires_grad_(requires_grad)
+            name: stack_seeds([ps[name].detach() for ps in per_seed], name in transposed)
+            .requires_grad_(requires_grad)
             for name in per_seed[0]}
 
     def parameters(self) -> list[torch.Tensor]:
@@ -112,6 +114,25 @@ class Stacked:
         """Load seed k's parameters from `module`, its own."""
         for name, param in module.named_parameters():
             self.params[name][k].copy_(param)
+
+
+def _linear_weights(module: nn.Module) -> set[str]:
+    """The names of `module`'s `nn.Linear` weights (`[out, in]` each)."""
+    return {f"{name}.weight" if name else "weight" for name, layer in module.named_modules()
+            if isinstance(layer, nn.Linear)}
+
+
+def stack_seeds(tensors: list[torch.Tensor], transposed: bool) -> torch.Tensor:
+    """`[S, *shape]`; with `transposed`, `[S, out, in]` laid out in memory as `[S, in, out]`.
+
+    `_linear` multiplies by `W.transpose(1, 2)`, whose gradient is `xᵀ g`, `[S, in, out]`
+    contiguous. Autograd hands a leaf a gradient with the leaf's own strides, so with `[S, out,
+    in]` strides it copied every Linear weight's gradient into the transposed layout after each
+    backward: ~2 ms per `[8, 256, 256]` weight, 12% of an 8-seed DQN batch's op time. Stored
+    this way the gradient is already in place; shapes, indexing and `copy_to` are unchanged.
+    """
+    stacked = torch.stack(tensors)
+    return stacked.transpose(1, 2).contiguous().transpose(1, 2) if transposed else stacked
 
 
 class StackedActorCritic(Stacked):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
 from rltrain.seeds.optim import SeedAdam, clip_per_seed
+from rltrain.seeds.stacked import stack_seeds
 
 
 def _nets(seeds: int) -> list[nn.Module]:
@@ -13,9 +15,11 @@ def _nets(seeds: int) -> list[nn.Module]:
     return [nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2)) for _ in range(seeds)]
 
 
-def _stacked(nets: list[nn.Module]) -> list[torch.Tensor]:
-    return [torch.stack([p.detach() for p in ps]).requires_grad_()
-            for ps in zip(*(n.parameters() for n in nets), strict=True)]
+def _stacked(nets: list[nn.Module], transposed: bool = False) -> list[torch.Tensor]:
+    """The stacked parameters; `transposed`: matrices laid out as `Stacked` lays out Linear
+    weights (`[S, out, in]` with the strides of `[S, in, out]`)."""
+    return [stack_seeds([p.detach() for p in ps], transposed and ps[0].dim() == 2)
+            .requires_grad_() for ps in zip(*(n.parameters() for n in nets), strict=True)]
 
 
 def test_clip_per_seed_is_clip_grad_norm_per_seed():
@@ -28,19 +32,20 @@ def test_clip_per_seed_is_clip_grad_norm_per_seed():
     norms = clip_per_seed(stacked, 1.0)
     for k, net in enumerate(nets):
         for p, g in zip(net.parameters(), grads, strict=True):
-            p.grad = g[k].clone()
+            p.grad = g[k].contiguous().clone()  # the single run's own layout
         expected = nn.utils.clip_grad_norm_(list(net.parameters()), 1.0)
         torch.testing.assert_close(norms[k], expected, rtol=1e-6, atol=0)
         for p, s in zip(net.parameters(), stacked, strict=True):
             torch.testing.assert_close(s.grad[k], p.grad, rtol=1e-6, atol=1e-7)
 
 
-def test_adam_matches_torch_adam_per_seed_and_a_frozen_seed_stays_put():
+@pytest.mark.parametrize("transposed", [False, True])
+def test_adam_matches_torch_adam_per_seed_and_a_frozen_seed_stays_put(transposed):
     """Five steps; seed 1 sits out steps 2 and 3 (a KL stop): its weights, moments and step
     count stay, and it then goes on as a torch Adam that took only the steps it took."""
     nets = _nets(3)
     opts = [torch.optim.Adam(n.parameters(), lr=1e-2, eps=1e-5) for n in nets]
-    stacked = _stacked(nets)
+    stacked = _stacked(nets, transposed)
     seed_adam = SeedAdam(stacked, opts)
     gen = torch.Generator().manual_seed(1)
     for step in range(5):
@@ -53,7 +58,7 @@ def test_adam_matches_torch_adam_per_seed_and_a_frozen_seed_stays_put():
             if not active[k]:
                 continue
             for p, g in zip(net.parameters(), grads, strict=True):
-                p.grad = g[k].clone()
+                p.grad = g[k].contiguous().clone()  # the single run's own layout
             opt.step()
     for k, net in enumerate(nets):
         for p, s in zip(net.parameters(), stacked, strict=True):
@@ -85,17 +90,51 @@ def test_seeds_in_step_take_torchs_fused_kernel_bit_for_bit():
     opts = [torch.optim.Adam(n.parameters(), lr=3e-3, eps=1e-5, fused=True) for n in nets]
     stacked = _stacked(nets)
     seed_adam = SeedAdam(stacked, opts)
-    gen = torch.Generator().manual_seed(2)
-    for _ in range(4):
-        grads = [torch.randn(p.shape, generator=gen) for p in stacked]
-        for p, g in zip(stacked, grads, strict=True):
-            p.grad = g.clone()
-        seed_adam.step([True, True, True])
-        for k, (net, opt) in enumerate(zip(nets, opts, strict=True)):
-            for p, g in zip(net.parameters(), grads, strict=True):
-                p.grad = g[k].clone()
-            opt.step()
+    _step_both(stacked, seed_adam, nets, opts, steps=4)
     for k, net in enumerate(nets):
         for p, s in zip(net.parameters(), stacked, strict=True):
             assert torch.equal(s[k].detach(), p.detach())
     assert seed_adam.steps.tolist() == [4.0, 4.0, 4.0]
+
+
+@pytest.mark.parametrize("grad_layout", ["autograd", "contiguous"])
+def test_transposed_weights_reach_the_fused_kernel_without_a_copy(monkeypatch, grad_layout):
+    """`Stacked`'s Linear weights are strided (`stack_seeds`): with gradients in their layout
+    (what autograd gives) the fused kernel gets contiguous views of the same memory, so it has
+    nothing to copy; a gradient of another layout takes the foreach path. Same values either way
+    (not bit for bit: the kernel's vector lanes see the elements in another order)."""
+    calls = []
+    fused = torch._fused_adam_
+
+    def spy(params, grads, *args, **kwargs):
+        calls.append(all(t.is_contiguous() for t in [*params, *grads, *args[0], *args[1]]))
+        return fused(params, grads, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "_fused_adam_", spy)
+    nets = _nets(3)  # the references step unfused, so every spied call is the batch's
+    opts = [torch.optim.Adam(n.parameters(), lr=3e-3, eps=1e-5, foreach=False) for n in nets]
+    stacked = _stacked(nets, transposed=True)
+    strides = [p.stride() for p in stacked]
+    assert strides[0] == (15, 1, 5)  # [S, 5, 3] laid out as [S, 3, 5]
+    seed_adam = SeedAdam(stacked, opts)
+    _step_both(stacked, seed_adam, nets, opts, steps=4, like_param=grad_layout == "autograd")
+    for k, net in enumerate(nets):
+        for p, s in zip(net.parameters(), stacked, strict=True):
+            torch.testing.assert_close(s[k].detach(), p.detach(), rtol=1e-6, atol=1e-7)
+    assert calls == ([True] * 4 if grad_layout == "autograd" else [])
+    assert [p.stride() for p in stacked] == strides
+
+
+def _step_both(stacked, seed_adam, nets, opts, steps: int, like_param: bool = True) -> None:
+    """`steps` Adam steps on random gradients, stacked and per seed; `like_param`: the stacked
+    gradients get their parameter's strides, else contiguous ones."""
+    gen = torch.Generator().manual_seed(2)
+    for _ in range(steps):
+        grads = [torch.randn(p.shape, generator=gen) for p in stacked]
+        for p, g in zip(stacked, grads, strict=True):
+            p.grad = torch.empty_like(p).copy_(g) if like_param else g.clone()
+        seed_adam.step([True] * len(nets))
+        for k, (net, opt) in enumerate(zip(nets, opts, strict=True)):
+            for p, g in zip(net.parameters(), grads, strict=True):
+                p.grad = g[k].clone()
+            opt.step()
