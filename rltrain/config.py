@@ -171,7 +171,8 @@ class TrainConfig:
     """Seeds trained together in this one process as a batch (`seed`, `seed+1`, ...; each a
     complete run in `<run>/seed_<s>/`): one batched network call serves them all, each keeps its
     own env, optimizer, random stream and checkpoints. The six algorithms with MLP networks on
-vector observations for now."""
+    vector observations; PPO and A2C networks that cannot be stacked (recurrent, gSDE, images)
+    run seed by seed inside the batch."""
     progress: str = "auto"
     """Console progress: auto (bar on a terminal, plain lines otherwise), bar, plain or off."""
     resume: str | None = None
@@ -315,8 +316,8 @@ def default_num_envs(algo: AlgoConfig) -> int:
 
 
 def _check_seed_batch(cfg: TrainConfig) -> None:
-    """What `num_seeds > 1` runs today (rltrain/seeds/): the six built-in algorithms, without
-    recurrent policies or gSDE."""
+    """What `num_seeds > 1` runs today (rltrain/seeds/): the six built-in algorithms; PPO and A2C
+    with any network (recurrent and gSDE ones seed by seed), the off-policy ones without gSDE."""
     from rltrain.seeds import BATCHABLE
 
     if cfg.seeds_per_trial > 1:
@@ -326,10 +327,9 @@ def _check_seed_batch(cfg: TrainConfig) -> None:
         raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs {', '.join(BATCHABLE)}; "
                         f"algo={cfg.algo.name} trains one seed per process (num_seeds=1, or "
                         f"seeds_per_trial={cfg.num_seeds} to train the seeds in turn)")
-    if getattr(cfg.algo, "recurrent", "none") != "none" or getattr(cfg.algo, "use_sde", False):
-        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs feed-forward policies "
-                        "without gSDE for now; drop algo.recurrent / algo.use_sde, or use "
-                        "num_seeds=1")
+    if isinstance(cfg.algo, OffPolicyConfig) and getattr(cfg.algo, "use_sde", False):
+        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch does not run gSDE for "
+                        f"{cfg.algo.name.upper()} yet; drop algo.use_sde, or use num_seeds=1")
 
 
 def _check_run(cfg: TrainConfig, here: bool) -> None:

@@ -11,6 +11,8 @@ serves every seed, and every step that involves chance draws from that seed's ow
     rng.py       one random stream per seed; the process-wide generators swapped in per seed
     ppo.py       PPO's act/value/update over the batch (per-seed clipping, KL stop, metrics)
     dqn.py       DQN's act/update over the batch (per-seed exploration and replay sampling)
+    members.py   PPO/A2C seeds whose networks cannot be stacked (recurrent, gSDE, images): each
+                 seed's own member in turn, exactly its single run
     batch.py     the seeds still training, and what each does alone (log, eval, save, fail)
     on_policy.py, off_policy.py   the loops over the batch, read top to bottom
     folder.py    a batch folder on disk: its seeds, and what resume=<batch> continues

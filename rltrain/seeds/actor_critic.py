@@ -10,7 +10,7 @@ import torch
 from rltrain.errors import UserError
 from rltrain.seeds.optim import SeedAdam, SeedRMSprop
 from rltrain.seeds.rng import SeedStreams
-from rltrain.seeds.stacked import StackedActorCritic
+from rltrain.seeds.stacked import NotStackable, StackedActorCritic
 
 
 def _optimizer(params: list[torch.Tensor], optimizers: list[Any]) -> SeedAdam | SeedRMSprop:
@@ -28,9 +28,10 @@ class SeedActorCritic:
 
     def __init__(self, members: list[Any], streams: SeedStreams):
         for algo in members:
-            if getattr(algo, "recurrent", False) or algo.noise_clock is not None:
-                raise UserError("num_seeds > 1 runs feed-forward policies without gSDE for now; "
-                                "drop algo.recurrent / algo.use_sde, or use num_seeds=1")
+            if getattr(algo, "recurrent", False):
+                raise NotStackable("a recurrent core (algo.recurrent)")
+            if algo.noise_clock is not None:
+                raise NotStackable("gSDE (algo.use_sde)")
         self.members, self.streams = members, streams
         self.cfg = members[0].cfg
         self.net = StackedActorCritic([m.policy for m in members])

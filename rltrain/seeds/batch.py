@@ -15,9 +15,11 @@ from rltrain.runner.runner import Runner
 from rltrain.seeds.a2c import SeedA2C
 from rltrain.seeds.deterministic import SeedDDPG, SeedTD3
 from rltrain.seeds.dqn import SeedDQN
+from rltrain.seeds.members import SeedMembers
 from rltrain.seeds.ppo import SeedPPO
 from rltrain.seeds.rng import SeedStreams
 from rltrain.seeds.sac import SeedSAC
+from rltrain.seeds.stacked import NotStackable
 
 log = logging.getLogger("rltrain")
 
@@ -50,9 +52,25 @@ BATCHED = {"ppo": SeedPPO, "a2c": SeedA2C, "dqn": SeedDQN, "sac": SeedSAC, "td3"
 """The algorithms a seed batch runs, by `algo.name`, and their batched form."""
 
 
-def batched(runners: list[Runner], streams: SeedStreams) -> Any:
-    """The batched algorithm over the runners' own algorithm objects (one of `BATCHED`)."""
-    return BATCHED[runners[0].cfg.algo.name]([r.algo for r in runners], streams)
+def batched(runners: list[Runner], streams: SeedStreams, quiet: bool = False) -> Any:
+    """The batched algorithm over the runners' own algorithm objects (one of `BATCHED`); for
+    on-policy networks that cannot run stacked, each seed's own member in turn (`SeedMembers`,
+    said on the console unless `quiet`). Off-policy ones are refused (`NotStackable`)."""
+    name, members = runners[0].cfg.algo.name, [r.algo for r in runners]
+    try:
+        return BATCHED[name](members, streams)
+    except NotStackable as exc:
+        if name not in MEMBER_LOOP:
+            raise
+        if not quiet:
+            log.info("num_seeds=%d: %s cannot run stacked (%s); each seed's own %s acts and "
+                     "updates in turn in this process: its single run's results, without the "
+                     "batched speed-up", len(members), name.upper(), exc.what, name.upper())
+        return SeedMembers(members, streams)
+
+
+MEMBER_LOOP = ("ppo", "a2c")
+"""The algorithms whose seeds run as `SeedMembers` when their networks cannot be stacked."""
 
 
 class SeedBatch:
@@ -130,4 +148,4 @@ class SeedBatch:
         self.runners = [self.runners[k] for k in kept]
         self.seeds = [self.seeds[k] for k in kept]
         if self.runners:
-            self.algo = batched(self.runners, self.streams)
+            self.algo = batched(self.runners, self.streams, quiet=True)

@@ -42,7 +42,8 @@ def run_seed_batch(seeds: SeedBatch) -> None:
         seeds.fire("post_rollout")
         # ---- advantages and one batched update ----------------------------------------------
         t1 = time.perf_counter()
-        last_values = seeds.algo.value(torch.stack([c.obs for c in seeds.ctxs]))
+        last_values = seeds.algo.value(torch.stack([c.obs for c in seeds.ctxs]),
+                                       *episode_starts(seeds))
         batch = per_seed(buf.finish(last_values.flatten(), cfg.gamma, cfg.gae_lambda),
                          steps, len(seeds.ctxs))
         seeds.fire("pre_update")
@@ -67,10 +68,11 @@ def collect(seeds: SeedBatch, buf: RolloutBuffer, steps: int) -> float:
     """`steps` vector steps of every seed into `buf` (seed k's envs are its columns k*N...);
     returns the seconds spent in the envs."""
     env_seconds = 0.0
+    starts = episode_starts(seeds)  # () for policies without memory
     for _ in range(steps):
         masks = stacked_masks(seeds)  # None unless the env says which actions are valid
         obs = torch.stack([c.obs for c in seeds.ctxs])
-        action, log_prob, value = seeds.algo.act(obs, masks)
+        action, log_prob, value = seeds.algo.act(obs, masks, *starts)
         te = time.perf_counter()
         results = [c.env.step(action[k]) for k, c in enumerate(seeds.ctxs)]
         env_seconds += time.perf_counter() - te
@@ -80,13 +82,27 @@ def collect(seeds: SeedBatch, buf: RolloutBuffer, steps: int) -> float:
                 torch.cat([r.terminated for r in results]), truncated,
                 None if masks is None else masks.flatten(0, 1))
         if truncated.any():  # time limits: bootstrap from V(final obs), not from 0
+            # (with memory: every row, from the state after this step, as a single run does)
             final_values = seeds.algo.value(torch.stack([r.final_obs for r in results]))
             buf.truncated_values[buf.step - 1, truncated] = final_values.flatten()[truncated]
         for ctx, res in zip(seeds.ctxs, results, strict=True):
             ctx.episodes.record(res)
             ctx.obs = res.obs
             ctx.state.global_step += ctx.env.spec.num_envs
+            if starts:  # the rows whose next observation begins an episode (checkpoints keep it)
+                ctx.episode_starts = res.terminated | res.truncated
+        starts = episode_starts(seeds)
     return env_seconds
+
+
+def episode_starts(seeds: SeedBatch) -> tuple[torch.Tensor, ...]:
+    """`(starts,)`, `[S, N]`: the rows whose current observation begins an episode (all of
+    them before a seed's first step), for members with memory; `()` for the others."""
+    if not getattr(seeds.algo, "recurrent", False):
+        return ()
+    return (torch.stack([c.episode_starts if c.episode_starts is not None else
+                         torch.ones(c.env.spec.num_envs, dtype=torch.bool, device=c.device)
+                         for c in seeds.ctxs]),)
 
 
 def stacked_masks(seeds: SeedBatch) -> torch.Tensor | None:

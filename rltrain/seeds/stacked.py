@@ -40,18 +40,25 @@ Weights = dict[str, torch.Tensor]
 """Parameter name -> the S seeds' tensors stacked `[S, *shape]`."""
 
 
+class NotStackable(UserError):
+    """The seeds' networks cannot run stacked: `what` says which part (an on-policy batch then
+    runs each seed's own member, `seeds/members.py`; an off-policy batch is refused)."""
+
+    def __init__(self, what: str):
+        super().__init__(f"num_seeds > 1 cannot stack {what} yet; use num_seeds=1")
+        self.what = what
+
+
 def _check_layers(*seqs: nn.Sequential) -> None:
     for seq in seqs:
         for layer in seq:
             if not isinstance(layer, _LAYERS):
-                raise UserError(f"num_seeds > 1 cannot batch a {type(layer).__name__} layer; "
-                                "use num_seeds=1")
+                raise NotStackable(f"a {type(layer).__name__} layer")
 
 
 def _check_vector_obs(*encoders: nn.Module | None) -> None:
     if any(e is not None for e in encoders):
-        raise UserError("num_seeds > 1 runs MLP networks on vector observations for now "
-                        "(images, Dict or categorical observations need num_seeds=1)")
+        raise NotStackable("an observation encoder (images, Dict or categorical observations)")
 
 
 def check_stackable(policy: nn.Module) -> None:
@@ -61,7 +68,7 @@ def check_stackable(policy: nn.Module) -> None:
         _check_vector_obs(policy.encoder)
         _check_layers(policy.body)
         if getattr(policy, "sde", None) is not None:
-            raise UserError("num_seeds > 1 does not batch gSDE (algo.use_sde) yet; use num_seeds=1")
+            raise NotStackable("gSDE (algo.use_sde)")
         return
     if isinstance(policy, DeterministicActor):
         _check_vector_obs(policy.encoder)
@@ -72,14 +79,13 @@ def check_stackable(policy: nn.Module) -> None:
         _check_layers(policy.net)
         return
     if type(policy) is not ActorCritic:
-        raise UserError("num_seeds > 1 runs feed-forward networks for now; drop algo.recurrent "
-                        "or use num_seeds=1")
+        raise NotStackable(f"a {type(policy).__name__} (a recurrent core)")
     if policy.shared:
-        raise UserError("num_seeds > 1 does not batch net.share_encoder yet; use num_seeds=1")
+        raise NotStackable("a shared encoder (net.share_encoder)")
     _check_vector_obs(policy.actor_encoder, policy.critic_encoder)
     if type(policy.head) not in (CategoricalHead, GaussianHead):
-        raise UserError("num_seeds > 1 supports Discrete and Box actions without gSDE for now "
-                        "(MultiDiscrete, MultiBinary and algo.use_sde need num_seeds=1)")
+        raise NotStackable(f"a {type(policy.head).__name__} (MultiDiscrete, MultiBinary or gSDE "
+                           "actions)")
     _check_layers(policy.actor_body, policy.critic)
 
 

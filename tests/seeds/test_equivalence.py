@@ -14,6 +14,8 @@ distributions of 20 seeds batched and 20 single runs.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from rltrain.compose import compose_train_config
@@ -42,3 +44,21 @@ def test_seed_in_a_batch_matches_its_single_run(tmp_path, algo, env_id, budget, 
         f"algo={algo}", f"env={env_id}", "num_seeds=3", "seed=5", f"total_timesteps={budget}",
         "eval.freq=0", "eval.episodes=1", "logger=none", "progress=off"])
     assert_batch_matches_single_runs(cfg, tmp_path, updates)
+
+
+@pytest.mark.parametrize("algo,env_id,budget,updates,extra", [
+    ("ppo_lstm", "CartPoleNoVel-v1", 3 * 32 * 8, 3, ()),
+    ("ppo", "Pendulum-v1", 64 * 32, 1, ("algo.use_sde=true",)),
+])
+def test_unstackable_on_policy_seeds_run_as_their_single_runs(tmp_path, caplog, algo, env_id,
+                                                              budget, updates, extra):
+    """A recurrent core or gSDE cannot run stacked: each seed's own PPO acts and updates in
+    turn, with its own random state, so every metric equals its single run's exactly (episode
+    starts, the recurrent state and the gSDE noise are each member's own); the console says
+    that this batch has no batched speed-up."""
+    cfg = compose_train_config([
+        f"algo={algo}", f"env={env_id}", "num_seeds=2", "seed=5", f"total_timesteps={budget}",
+        "eval.freq=0", "eval.episodes=1", "logger=none", "progress=off", *extra])
+    with caplog.at_level(logging.INFO, logger="rltrain"):
+        assert_batch_matches_single_runs(cfg, tmp_path, updates, rel=0.0)
+    assert "cannot run stacked" in caplog.text and "without the batched speed-up" in caplog.text

@@ -11,6 +11,7 @@ import torch
 from rltrain.compose import compose_train_config
 from rltrain.seeds.runner import SeedRunner
 from tests.e2e.harness import EXIT_USAGE, assert_refused, run_cli
+from tests.envs.small_runs import small_run
 
 SMALL = ["algo=ppo", "env=CartPole-v1", "env.num_envs=4", "algo.n_steps=16",
          "algo.batch_size=32", "algo.n_epochs=2", "algo.hidden_sizes=[16]", "eval.episodes=2",
@@ -47,7 +48,6 @@ def test_batch_folders_are_single_runs(tmp_path, monkeypatch, capfd):
 @pytest.mark.parametrize("argv,fragment", [
     (["num_seeds=0"], "num_seeds=0 must be >= 1"),
     (["num_seeds=2", "seeds_per_trial=2"], "keep one"),
-    (["num_seeds=2", "algo=ppo_lstm"], "feed-forward"),
     (["num_seeds=2", "algo=sac", "env=Pendulum-v1", "algo.use_sde=true"], "gSDE"),
     (["num_seeds=3", "seed=4294967294"], "4294967296"),
 ])
@@ -57,6 +57,13 @@ def test_refusals_are_one_line(tmp_path, monkeypatch, capfd, argv, fragment):
                   tmp_path, monkeypatch, capfd)
     assert not (tmp_path / "r").exists()  # refused before any folder was made
     assert_refused(res, EXIT_USAGE, fragment)
+
+
+def test_dict_observations_in_a_batch_are_refused_in_one_line(tmp_path, monkeypatch, capfd):
+    """PPO's members could run seed by seed, but the batch stores observations as one tensor."""
+    res = run_cli([*small_run("ppo", "tests.envs.dict_envs:CueTask"), "num_seeds=2",
+                   f"hydra.run.dir={tmp_path / 'r'}"], tmp_path, monkeypatch, capfd)
+    assert_refused(res, EXIT_USAGE, "cannot batch Dict or Tuple observations")
 
 
 def _batch(tmp_path, *extra: str) -> SeedRunner:
@@ -150,12 +157,15 @@ SAC_SMALL = ["algo=sac", "env=Pendulum-v1", "algo.learning_starts=64", "algo.bat
              "algo.hidden_sizes=[16]", "eval.episodes=2", "progress=off"]
 
 
-@pytest.mark.parametrize("algo_args", [[*SMALL, "algo.anneal_lr=false"], SAC_SMALL],
-                         ids=["ppo", "sac"])
+@pytest.mark.parametrize("algo_args", [[*SMALL, "algo.anneal_lr=false"], SAC_SMALL,
+                                       [*SMALL, "algo.anneal_lr=false", "algo.recurrent=lstm",
+                                        "algo.recurrent_hidden_size=8"]],
+                         ids=["ppo", "sac", "ppo_lstm"])
 def test_resuming_a_batch_continues_every_seed_exactly(tmp_path, monkeypatch, capfd, algo_args):
     """A batch trained to 320 steps, then `resume=<batch> total_timesteps=640`, ends with the
     same weights and optimizer state, bit for bit, as the batch trained to 640 in one go (SAC:
-    replay, targets, log α and its optimizer, the update counter included)."""
+    replay, targets, log α and its optimizer, the update counter included; PPO with an LSTM,
+    seed by seed: the recurrent state and episode starts too)."""
     from rltrain import checkpoint
 
     common = [*algo_args, "num_seeds=2", "eval.freq=320", "checkpoint.freq=320",
