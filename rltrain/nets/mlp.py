@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from torch import nn
 
 from rltrain.errors import UserError
+from rltrain.nets.activations import Tanh
 
 HIDDEN_GAIN = math.sqrt(2)
 """Orthogonal-init gain of hidden layers (SB3 and CleanRL use √2 whatever the activation)."""
@@ -15,7 +16,7 @@ POLICY_GAIN = 0.01
 """Orthogonal-init gain of policy outputs: near-uniform / near-zero initial actions."""
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "tanh": nn.Tanh,
+    "tanh": Tanh,  # torch.tanh, or its faster CPU form on large batches (nets/activations.py)
     "relu": nn.ReLU,
     "elu": nn.ELU,
     "gelu": nn.GELU,
