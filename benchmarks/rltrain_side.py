@@ -20,7 +20,7 @@ COMMON = ["progress=off", "logger=none", "checkpoint.freq=0", "eval.num_envs=5"]
 
 def compose(algo: str, env: str, seed: int, overrides: list[str]) -> Any:
     """A validated `TrainConfig` composed exactly as the CLI composes it."""
-    from rltrain.config import to_train_config
+    from rltrain.config_checks import to_train_config
     from rltrain.config_store import register_configs
     from rltrain.overrides import compose_checked, env_choices
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rltrain.config import TrainConfig, to_train_config
+from rltrain.config import TrainConfig
+from rltrain.config_checks import to_train_config
 from rltrain.config_store import register_configs
 from rltrain.overrides import (
     check_composed,

@@ -181,7 +181,7 @@ def load_checkpoint(ckpt: str | Path, device: str = "cpu", named: NamedCode | No
 
     Refuses a checkpoint whose env names code (a module) that `named` does not name.
     """
-    from rltrain.config import to_train_config
+    from rltrain.config_checks import to_train_config
     from rltrain.payload import EVAL
 
     path = checkpoint.resolve(ckpt)

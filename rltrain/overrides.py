@@ -31,7 +31,7 @@ def check_overrides(overrides: list[str]) -> TrainConfig:
 def check_composed(cfg: DictConfig) -> TrainConfig:
     """The validated `TrainConfig` of a composed config, once the packages of the chosen loggers
     are known to be installed and the env to resolve (without building it)."""
-    from rltrain.config import to_train_config
+    from rltrain.config_checks import to_train_config
 
     train_cfg = to_train_config(cfg)
     from rltrain.envs.check import check_env  # gymnasium: imported for a valid config only

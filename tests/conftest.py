@@ -12,14 +12,8 @@ import pytest
 import torch
 
 from rltrain.algos.configs.ppo import PPOConfig
-from rltrain.config import (
-    CheckpointConfig,
-    EnvConfig,
-    EvalConfig,
-    LoggerConfig,
-    TrainConfig,
-    validate,
-)
+from rltrain.config import CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, TrainConfig
+from rltrain.config_checks import validate
 from rltrain.config_store import register_configs
 
 # Small MLPs run fastest on one thread, and the test machine has two cores shared with others.

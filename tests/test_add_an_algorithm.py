@@ -105,7 +105,7 @@ def toy_registered(monkeypatch):
 def test_a_toy_algorithm_added_by_the_documented_steps_trains_checkpoints_and_resumes(
         toy_registered, tmp_path):
     from rltrain.api import train
-    from rltrain.config import to_train_config
+    from rltrain.config_checks import to_train_config
     from rltrain.runner.runner import Runner
 
     overrides = ["algo=toy", "env=CartPole-v1", "env.num_envs=2", "algo.learning_starts=32",

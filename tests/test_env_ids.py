@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from rltrain.compose import compose_train_config
-from rltrain.config import ENV_ALIASES, default_num_envs, to_train_config
+from rltrain.config import ENV_ALIASES
+from rltrain.config_checks import default_num_envs, to_train_config
 from rltrain.config_store import _yaml_names, preset_env_name
 from rltrain.envs.families import family_of, register_on_demand, require_extra
 from rltrain.errors import UserError

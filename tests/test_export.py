@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from rltrain import api, checkpoint, cli
-from rltrain.config import EnvConfig, TrainConfig, config_to_dict, validate
+from rltrain.config import EnvConfig, TrainConfig, config_to_dict
+from rltrain.config_checks import validate
 from rltrain.envs.make import make_env
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv

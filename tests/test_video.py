@@ -101,7 +101,8 @@ def test_only_the_recorded_episodes_are_rendered(tmp_path, av):
 def _ppo_checkpoint(run_dir: Path) -> Path:
     """An (untrained) PPO CartPole checkpoint with a 20-step time limit."""
     from rltrain.algos.configs.ppo import PPOConfig
-    from rltrain.config import TrainConfig, validate
+    from rltrain.config import TrainConfig
+    from rltrain.config_checks import validate
 
     cfg = validate(TrainConfig(algo=PPOConfig(n_steps=16, batch_size=16, hidden_sizes=[16]),
                                env=EnvConfig(id="CartPole-v1", num_envs=2, max_episode_steps=20)))

@@ -173,7 +173,7 @@ def export_metadata(cfg: Any, env: Any, space: gym.spaces.Box,
     """What a user of the exported file must reproduce (`formats.METADATA_KEY`): the env id,
     the observation shape and dtype, for Atari runs the preprocessing (`env.atari`), and for a
     recurrent policy its state's shape per row and how to start it."""
-    from rltrain.config import atari_preprocess
+    from rltrain.config_checks import atari_preprocess
     from rltrain.envs.families import family_of
 
     meta: dict[str, Any] = {"env_id": cfg.env.id, **obs_description(space),

@@ -203,7 +203,8 @@ def _validated(composed: dict[str, Any]) -> dict[str, Any]:
     """A trial's saved (composed) config as the run used it: validated, defaults filled in."""
     from omegaconf import OmegaConf
 
-    from rltrain.config import config_to_dict, to_train_config
+    from rltrain.config import config_to_dict
+    from rltrain.config_checks import to_train_config
 
     return config_to_dict(to_train_config(OmegaConf.create(composed)))
 

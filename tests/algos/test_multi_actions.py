@@ -12,7 +12,7 @@ import torch
 
 from rltrain import checkpoint
 from rltrain.compose import compose_train_config
-from rltrain.config import to_train_config
+from rltrain.config_checks import to_train_config
 from rltrain.envs.trust import NamedCode
 from rltrain.errors import UserError
 from rltrain.evaluate import evaluate

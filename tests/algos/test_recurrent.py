@@ -100,7 +100,7 @@ def same_tree(a, b) -> bool:
                          ids=["lstm-cartpole", "gru-gsde-pendulum"])
 def test_recurrent_runs_resume_exactly_and_evaluate(extra, tmp_path):
     from rltrain import checkpoint
-    from rltrain.config import to_train_config
+    from rltrain.config_checks import to_train_config
 
     result = Runner(tiny(extra), tmp_path / "a").run()
     assert result["episodes"] == 2

@@ -13,7 +13,8 @@ gym = pytest.importorskip("gymnasium")
 ale_py = pytest.importorskip("ale_py")
 cv2 = pytest.importorskip("cv2")
 
-from rltrain.config import AtariConfig, EnvConfig, check_atari  # noqa: E402
+from rltrain.config import AtariConfig, EnvConfig  # noqa: E402
+from rltrain.config_checks import check_atari  # noqa: E402
 from rltrain.envs.atari import AtariFrames  # noqa: E402
 from rltrain.envs.atari_vec import FrameStack  # noqa: E402
 from rltrain.envs.check import check_env  # noqa: E402

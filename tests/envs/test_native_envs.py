@@ -241,7 +241,8 @@ def test_ppo_on_native_cartpole_stops_and_resumes_exactly(tmp_path, tiny_cfg, mo
 
 def test_sac_on_native_pendulum_trains_through_the_off_policy_loop(tmp_path, monkeypatch):
     from rltrain.algos.configs.sac import SACConfig
-    from rltrain.config import CheckpointConfig, EvalConfig, LoggerConfig, TrainConfig, validate
+    from rltrain.config import CheckpointConfig, EvalConfig, LoggerConfig, TrainConfig
+    from rltrain.config_checks import validate
 
     monkeypatch.setattr("rltrain.runner.runner.write_run_curve", lambda run_dir: None)
     cfg = validate(TrainConfig(

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rltrain.config import LoggerConfig, to_train_config
+from rltrain.config import LoggerConfig
+from rltrain.config_checks import to_train_config
 from rltrain.envs.normalize import NormalizeObs, ScaleReward
 from rltrain.errors import UserError
 from rltrain.loggers.backend import import_backend

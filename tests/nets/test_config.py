@@ -7,7 +7,8 @@ import re
 import pytest
 from omegaconf import OmegaConf
 
-from rltrain.config import config_to_dict, to_train_config
+from rltrain.config import config_to_dict
+from rltrain.config_checks import to_train_config
 from rltrain.errors import UserError
 from rltrain.nets.config import ACTIVATION_NAMES, RECURRENT_CORES, NetConfig
 from rltrain.nets.mlp import ACTIVATIONS

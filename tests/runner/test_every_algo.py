@@ -10,7 +10,8 @@ import torch
 
 from rltrain import checkpoint
 from rltrain.compose import compose_train_config
-from rltrain.config import TrainConfig, to_train_config
+from rltrain.config import TrainConfig
+from rltrain.config_checks import to_train_config
 from rltrain.evaluate import build_agent
 from rltrain.registry import ALGOS
 from rltrain.runner.runner import Runner

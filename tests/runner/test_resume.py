@@ -21,9 +21,8 @@ from rltrain.config import (
     LoggerConfig,
     TrainConfig,
     config_to_dict,
-    to_train_config,
-    validate,
 )
+from rltrain.config_checks import to_train_config, validate
 from rltrain.errors import UserError
 from rltrain.overrides import compose_checked
 from rltrain.runner.resume import find_resume_checkpoint, resume_config, run_dir_of
