@@ -2,8 +2,9 @@
 
 `to_train_config` merges it into the dataclass schemas of `rltrain/config.py` and runs
 `validate` (cross-field checks, and the defaults they fill in) on every config it builds, so a
-meaningless combination stops the command with one line before anything is built or written. Single values are checked by `rltrain/checks.py`; each algorithm's own fields
-by its config's `validate` method (`rltrain/algos/configs/`).
+meaningless combination stops the command with one line before anything is built or written.
+Single values are checked by `rltrain/checks.py`; each algorithm's own fields by its config's
+`validate` method (`rltrain/algos/configs/`).
 """
 
 from __future__ import annotations
