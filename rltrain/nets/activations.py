@@ -20,12 +20,17 @@ FAST_TANH_NUMEL = 1 << 15
 """From this many elements on, a CPU tanh is `2 sigmoid(2x) - 1` (see the module docstring)."""
 
 
+def _tanh_by_sigmoid(x: torch.Tensor) -> torch.Tensor:
+    """2 sigmoid(2x) − 1, a new tensor (x untouched)."""
+    return torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
+
+
 class _FastTanh(torch.autograd.Function):
     """tanh(x) as 2 sigmoid(2x) − 1, with tanh's own backward (1 − y²) g."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        y = torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
+        y = _tanh_by_sigmoid(x)
         ctx.save_for_backward(y)
         return y
 
@@ -47,7 +52,7 @@ def tanh(x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x)
     if x.requires_grad and torch.is_grad_enabled():
         return _FastTanh.apply(x)
-    return torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
+    return _tanh_by_sigmoid(x)
 
 
 class Tanh(nn.Tanh):
