@@ -103,16 +103,17 @@ def speed(task: str, args: argparse.Namespace, root: Path) -> dict:
 
 
 def distribution(task: str, args: argparse.Namespace, root: Path) -> dict:
-    """Seeds 0..N-1 of `task` (at `--dist-budget`) trained as one batch and each alone."""
+    """Seeds F..F+N-1 of `task` (F: `--first-seed`, at `--dist-budget`) trained as one batch
+    and each alone."""
     from rltrain.report.stats import iqm
 
     algo, env, _ = parse_task(task)
-    n = args.distribution
-    _, batched = train_batch(algo, env, args.dist_budget, n, 1, root / "dist")
+    n, first = args.distribution, args.first_seed
+    _, batched = train_batch(algo, env, args.dist_budget, n, 1, root / "dist", first)
     alone = {seed: train_single(algo, env, args.dist_budget, seed, root / "dist")[1]
-             for seed in range(n)}
+             for seed in range(first, first + n)}
     a, b = list(batched.values()), list(alone.values())
-    return {"task": task, "seeds": n, "budget": args.dist_budget,
+    return {"task": task, "seeds": n, "first_seed": first, "budget": args.dist_budget,
             "batched": batched, "alone": alone,
             "median": [statistics.median(a), statistics.median(b)],
             "iqm": [float(iqm(a)), float(iqm(b))],
@@ -166,8 +167,9 @@ def report(results: dict, out: Path) -> str:
         lines.append("")
     dist = results.get("distribution")
     if dist:
-        lines += [f"Return distribution, {dist['task']}, seeds 0-{dist['seeds'] - 1} at "
-                  f"{dist['budget']:,} steps: batched median {dist['median'][0]:.1f} / IQM "
+        first = dist.get("first_seed", 0)
+        lines += [f"Return distribution, {dist['task']}, seeds {first}-{first + dist['seeds'] - 1} "
+                  f"at {dist['budget']:,} steps: batched median {dist['median'][0]:.1f} / IQM "
                   f"{dist['iqm'][0]:.1f}, alone median {dist['median'][1]:.1f} / IQM "
                   f"{dist['iqm'][1]:.1f}; permutation test of the means, two-sided p = "
                   f"{dist['permutation_p']:.2f}.", ""]
@@ -190,6 +192,8 @@ def main() -> None:
     parser.add_argument("--distribution", type=int, default=0, metavar="N",
                         help="also N seeds batched vs alone, for the first task")
     parser.add_argument("--dist-budget", type=int, default=40_000)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the distribution's seeds start here (another sample of seeds)")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
     for task in args.tasks:

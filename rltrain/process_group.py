@@ -23,14 +23,17 @@ class ProcessGroup(Solo):
 
     def __init__(self, world: World, backend: str):
         self.world, self.dist = world, dist
-        timeout = datetime.timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, "600")))
+        self.timeout = timeout = datetime.timedelta(
+            seconds=float(os.environ.get(TIMEOUT_ENV, "600")))
+        self.store: dist.Store | None = None  # set when this object started the group
         if not dist.is_initialized():
             # torchrun's store outlives a restarted group: under a prefix of this attempt, the
             # ranks never read the addresses of the attempt before (gloo: "Connection refused")
             store, rank, size = next(dist.rendezvous("env://", timeout=timeout))
             attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-            dist.init_process_group(backend, store=dist.PrefixStore(f"rltrain/{attempt}", store),
-                                    rank=rank, world_size=size, timeout=timeout)
+            self.store = dist.PrefixStore(f"rltrain/{attempt}", store)
+            dist.init_process_group(backend, store=self.store, rank=rank, world_size=size,
+                                    timeout=timeout)
         self.device = (torch.device("cuda", world.local_rank) if backend == "nccl"
                        else torch.device("cpu"))
 
@@ -126,12 +129,25 @@ class ProcessGroup(Solo):
 
     def close(self) -> None:
         """Leave the job once every rank is done (a rank that tore down its connections first
-        would cut off messages still on their way to rank 0)."""
-        if self.dist.is_initialized():
-            try:
+        would cut off messages still on their way to rank 0).
+
+        The ranks meet in torchrun's store, not in a gloo barrier: a rank that leaves a gloo
+        barrier first and closes its connections can abort a peer whose side of the barrier is
+        still in flight ("terminate called without an active exception", SIGABRT; gloo issue
+        155). Through the store, no rank closes a connection before every rank's last
+        collective has returned."""
+        if not self.dist.is_initialized():
+            return
+        try:
+            if self.store is None:  # a group started by someone else: its store is unknown
                 self.dist.barrier()
-            finally:
-                self.dist.destroy_process_group()
+            else:
+                self.store.set(f"closed/{self.world.rank}", "1")
+                self.store.wait([f"closed/{r}" for r in range(self.world.size)], self.timeout)
+        except RuntimeError as exc:  # a peer died before closing: leave anyway
+            raise lost_peer(self.world, exc) from exc
+        finally:
+            self.dist.destroy_process_group()
 
     def abort(self) -> None:
         if self.dist.is_initialized():

@@ -31,7 +31,7 @@ PPO = ["algo=ppo", "env=CartPole-v1", "env.num_envs=2", "algo.n_steps=32", "algo
 def torchrun(ranks: int, args: list[str], cwd: Path, timeout: float = 180,
              **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-           "RLTRAIN_DIST_TIMEOUT": "60"}
+           "RLTRAIN_DIST_TIMEOUT": "60", "PYTHONFAULTHANDLER": "1"}  # a SIGABRT shows its stack
     return subprocess.run([*TORCHRUN, f"--nproc_per_node={ranks}", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout, **kwargs)
 
