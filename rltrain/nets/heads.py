@@ -140,7 +140,27 @@ def policy_layer(in_dim: int, out_dim: int, ortho: bool) -> nn.Linear:
     return init_linear(nn.Linear(in_dim, out_dim), 0.01, ortho)
 
 
-class CategoricalHead(nn.Module):
+Dist = CategoricalDist | MultiCategoricalDist | BernoulliDist | DiagGaussianDist
+
+
+class PolicyHead(nn.Module):
+    """What every head offers the algorithms: a distribution's log-probability of an action
+    (joint over action dimensions), entropy and mode, read off the distribution `forward` made."""
+
+    @staticmethod
+    def log_prob(dist: Dist, action: torch.Tensor) -> torch.Tensor:
+        return dist.log_prob(action)
+
+    @staticmethod
+    def entropy(dist: Dist) -> torch.Tensor:
+        return dist.entropy()
+
+    @staticmethod
+    def mode(dist: Dist) -> torch.Tensor:
+        return dist.mode()
+
+
+class CategoricalHead(PolicyHead):
     """Logits -> `CategoricalDist` over `n` actions."""
 
     def __init__(self, in_dim: int, n: int, ortho: bool = True):
@@ -149,19 +169,6 @@ class CategoricalHead(nn.Module):
 
     def forward(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> CategoricalDist:
         return CategoricalDist(self.logits(features), mask)
-
-    @staticmethod
-    def log_prob(dist: CategoricalDist, action: torch.Tensor) -> torch.Tensor:
-        """Log-probability of `action` [B] (long)."""
-        return dist.log_prob(action)
-
-    @staticmethod
-    def entropy(dist: CategoricalDist) -> torch.Tensor:
-        return dist.entropy()
-
-    @staticmethod
-    def mode(dist: CategoricalDist) -> torch.Tensor:
-        return dist.mode()
 
 
 class MultiCategoricalHead(CategoricalHead):
@@ -194,7 +201,7 @@ def choice_head(spec, in_dim: int, ortho: bool) -> nn.Module:
     return CategoricalHead(in_dim, spec.action_dim, ortho)
 
 
-class GaussianHead(nn.Module):
+class GaussianHead(PolicyHead):
     """Mean from the features, state-independent learned log-std; actions live in [-1, 1] scale."""
 
     def __init__(self, in_dim: int, dim: int, log_std_init: float = 0.0,
@@ -207,16 +214,3 @@ class GaussianHead(nn.Module):
     def forward(self, features: torch.Tensor) -> DiagGaussianDist:
         log_std = self.log_std.clamp(self.log_std_min, self.log_std_max)
         return DiagGaussianDist(self.mean(features), log_std)
-
-    @staticmethod
-    def log_prob(dist: DiagGaussianDist, action: torch.Tensor) -> torch.Tensor:
-        """Joint log-probability of `action` [B, A], summed over action dimensions."""
-        return dist.log_prob(action)
-
-    @staticmethod
-    def entropy(dist: DiagGaussianDist) -> torch.Tensor:
-        return dist.entropy()
-
-    @staticmethod
-    def mode(dist: DiagGaussianDist) -> torch.Tensor:
-        return dist.mode()
