@@ -55,3 +55,25 @@ def test_report_has_a_table_per_task_and_the_json(tmp_path):
     assert (tmp_path / "seed_batch.md").read_text() == text
     written = json.loads((tmp_path / "seed_batch.json").read_text())
     assert written["tasks"].keys() == results["tasks"].keys()
+
+
+def test_distribution_seeds_start_at_first_seed(monkeypatch, tmp_path):
+    trained = {}
+
+    def batch(algo, env, budget, n, threads, root, first=0):
+        trained["batch"] = list(range(first, first + n))
+        return 1.0, {s: 500.0 for s in range(first, first + n)}
+
+    def single(algo, env, budget, seed, root):
+        trained.setdefault("single", []).append(seed)
+        return 1.0, 100.0
+
+    monkeypatch.setattr(seed_batch, "train_batch", batch)
+    monkeypatch.setattr(seed_batch, "train_single", single)
+    args = seed_batch.argparse.Namespace(distribution=3, first_seed=20, dist_budget=1000)
+    dist = seed_batch.distribution("dqn:CartPole-v1:50000", args, tmp_path)
+    assert trained == {"batch": [20, 21, 22], "single": [20, 21, 22]}
+    assert dist["first_seed"] == 20 and dist["median"] == [500.0, 100.0]
+    text = seed_batch.report({"date": "d", "seeds": 3, "cpu": "c", "tasks": {},
+                              "distribution": dist}, tmp_path)
+    assert "seeds 20-22 at 1,000 steps" in text
