@@ -144,7 +144,7 @@ class ProcessGroup(Solo):
             else:
                 self.store.set(f"closed/{self.world.rank}", "1")
                 self.store.wait([f"closed/{r}" for r in range(self.world.size)], self.timeout)
-        except RuntimeError as exc:  # a peer died before closing: leave anyway
+        except RuntimeError as exc:  # a peer died before closing: one line; still torn down
             raise lost_peer(self.world, exc) from exc
         finally:
             self.dist.destroy_process_group()

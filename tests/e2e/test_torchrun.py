@@ -138,7 +138,7 @@ def test_off_policy_under_torchrun_is_refused_in_one_line(tmp_path):
 
 def _start(args: list[str], cwd: Path, *launcher: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-           "RLTRAIN_DIST_TIMEOUT": "30"}
+           "RLTRAIN_DIST_TIMEOUT": "30", "PYTHONFAULTHANDLER": "1"}
     return subprocess.Popen([*TORCHRUN, *launcher, "--nproc_per_node=2", "-m", "rltrain", *PPO,
                              *args],
                             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
