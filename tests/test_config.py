@@ -224,7 +224,9 @@ def test_invalid_values_are_refused_with_the_field_named(pendulum, override, fra
 
 def test_batch_size_that_does_not_divide_the_rollout_is_refused(pendulum):
     bad = OmegaConf.merge(pendulum, OmegaConf.from_dotlist(["algo.batch_size=100"]))
-    with pytest.raises(UserError, match="algo.batch_size=100 .*2048") as err:  # 64 * 32 = 2048
+    preset = preset_values("ppo_pendulum")
+    rollout = preset["algo.n_steps"] * preset["env.num_envs"]  # the message names the rollout
+    with pytest.raises(UserError, match=f"algo.batch_size=100 .*{rollout}") as err:
         to_train_config(bad)
     assert "\n" not in str(err.value)
 
