@@ -8,9 +8,7 @@ from typing import Any
 import torch
 
 from rltrain.algos.base import (
-    LazyOptimizer,
     actor_critic_state,
-    adam,
     explained_variance,
     grad_norm_step,
     load_actor_critic_state,
@@ -22,6 +20,7 @@ from rltrain.algos.base import (
     set_lr,
 )
 from rltrain.algos.configs.a2c import OPTIMIZERS, A2CConfig
+from rltrain.algos.optim import LazyOptimizer, adam
 from rltrain.distributed import SOLO, Solo
 from rltrain.errors import UserError
 from rltrain.types import EnvSpec, Metrics, RolloutBatch

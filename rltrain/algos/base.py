@@ -1,7 +1,9 @@
 """What the algorithms share: the two protocols, the learning-rate schedule and small functions
-(optimizers, target updates, TD targets). The config bases live in `algos/configs/base.py`.
+(gradient steps, target updates, TD targets). The config bases live in `algos/configs/base.py`,
+the optimizers and the gradient clip in `algos/optim.py`.
 
-No algorithm file imports another, or `rltrain.config`: shared pieces live here and in `nets/`.
+No algorithm file imports another, or `rltrain.config`: shared pieces live here, in
+`algos/optim.py` and in `nets/`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from torch import nn
 
 from rltrain import obs as obs_ops
 from rltrain.algos.configs.base import OnPolicyConfig, SDEConfig
+from rltrain.algos.optim import Optimizer, clip_grad_norm
 from rltrain.errors import UserError
 from rltrain.nets.actor_critic import ActorCritic
 from rltrain.nets.recurrent import RecurrentActorCritic
@@ -142,53 +145,6 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     return float(1.0 - (target - pred).var() / var)
 
 
-class LazyOptimizer:
-    """A torch optimizer built on its first use: a step, its state or its learning rate. Every
-    attribute is the built optimizer's (`param_groups`, `state_dict()`, `defaults`, ...).
-
-    torch 2.13 imports `torch._dynamo` (~1 s on the 2-core development machine) the first time
-    any optimizer is constructed; built at the first update, the run's first env steps need not
-    wait for it (issue 16: the first step within 2 s of the command)."""
-
-    def __init__(self, build: Callable[[], torch.optim.Optimizer]):
-        self._build = build
-        self._optimizer: torch.optim.Optimizer | None = None
-
-    @property
-    def built(self) -> torch.optim.Optimizer:
-        """The optimizer (built now when this is its first use)."""
-        if self._optimizer is None:
-            self._optimizer = self._build()
-        return self._optimizer
-
-    def __getattr__(self, name: str) -> Any:  # only names this class lacks: the optimizer's
-        if name.startswith("__") or name in ("_build", "_optimizer"):  # copy / pickle probes
-            raise AttributeError(name)
-        return getattr(self.built, name)
-
-
-Optimizer = torch.optim.Optimizer | LazyOptimizer
-"""What the helpers here take: a torch optimizer, or one built on its first use."""
-
-
-def adam(params: Any, lr: float, eps: float = 1e-8) -> LazyOptimizer:
-    """Adam (built on first use: `LazyOptimizer`), fused where this torch build has a kernel for
-    the parameters' device.
-
-    On CPU the default (single-tensor) Adam loops over parameters in Python: the fused kernel
-    cut the step of a [64, 64] actor-critic from 0.77 ms to about 0.15 ms here.
-    """
-    params = list(params)
-
-    def build() -> torch.optim.Optimizer:
-        try:
-            return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
-        except (RuntimeError, TypeError, ValueError):  # older torch, or no fused kernel here
-            return torch.optim.Adam(params, lr=lr, eps=eps)
-
-    return LazyOptimizer(build)
-
-
 def pick_lr(lr: float | None, cfg: Any) -> float:
     """`lr` when set, else the algorithm's shared `cfg.lr`."""
     return cfg.lr if lr is None else lr
@@ -226,7 +182,7 @@ def grad_norm_step(optimizer: Optimizer, params: list[torch.Tensor],
     if average is not None:
         average([p.grad for p in params if p.grad is not None])
     if max_grad_norm is not None and max_grad_norm > 0:
-        norm = nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
+        norm = clip_grad_norm(params, max_grad_norm)
     else:
         grads = [p.grad for p in params if p.grad is not None]
         norm = (torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads

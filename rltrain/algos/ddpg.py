@@ -7,8 +7,9 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import adam, pick_lr, polyak_update, td_target
+from rltrain.algos.base import pick_lr, polyak_update, td_target
 from rltrain.algos.configs.ddpg import DDPGConfig
+from rltrain.algos.optim import adam
 from rltrain.nets.continuous import DeterministicActor, QEnsemble, add_gaussian_noise
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch

@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 
 from rltrain.algos.base import (
-    adam,
     grad_norm_step,
     polyak_update,
     scheduled_lr,
@@ -18,6 +17,7 @@ from rltrain.algos.base import (
     td_target,
 )
 from rltrain.algos.configs.dqn import DQNConfig
+from rltrain.algos.optim import adam
 from rltrain.errors import UserError
 from rltrain.nets.q import QNetwork, masked_argmax
 from rltrain.nets.spec import resolve_nets

@@ -9,7 +9,6 @@ import torch
 from rltrain import obs as obs_ops
 from rltrain.algos.base import (
     actor_critic_state,
-    adam,
     explained_variance,
     grad_norm_step,
     load_actor_critic_state,
@@ -22,6 +21,7 @@ from rltrain.algos.base import (
     set_lr,
 )
 from rltrain.algos.configs.ppo import PPOConfig
+from rltrain.algos.optim import adam
 from rltrain.buffers.sequences import (
     RecurrentMemory,
     SequenceBatch,

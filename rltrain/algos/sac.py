@@ -10,7 +10,6 @@ import torch
 
 from rltrain import obs as obs_ops
 from rltrain.algos.base import (
-    adam,
     check_sde_spec,
     make_noise_clock,
     pick_lr,
@@ -19,6 +18,7 @@ from rltrain.algos.base import (
     twin_critic_step,
 )
 from rltrain.algos.configs.sac import SACConfig
+from rltrain.algos.optim import adam
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
 from rltrain.nets.sde import load_sde_state, sde_state
 from rltrain.nets.spec import resolve_nets

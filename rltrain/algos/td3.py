@@ -8,13 +8,13 @@ from typing import Any
 import torch
 
 from rltrain.algos.base import (
-    adam,
     pick_lr,
     polyak_update,
     td_target,
     twin_critic_step,
 )
 from rltrain.algos.configs.td3 import TD3Config
+from rltrain.algos.optim import adam
 from rltrain.nets.continuous import DeterministicActor, TwinQ, add_gaussian_noise
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
