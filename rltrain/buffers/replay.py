@@ -99,7 +99,11 @@ class ReplayBuffer:
         frame-deduplicating replay accepts it too); `next_mask` [N, n]: valid actions at
         `next_obs` (a masked env)."""
         n = obs_ops.rows(obs)
-        idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
+        # a slice where the rows fit before the end (a view copy, ~4x cheaper than index_put_
+        # for one row), indices that wrap around otherwise
+        idx: slice | torch.Tensor = (
+            slice(self.pos, self.pos + n) if self.pos + n <= self.capacity
+            else (self.pos + torch.arange(n, device=self.device)) % self.capacity)
         if next_mask is not None:
             self._masks(next_mask.shape[1])[idx] = next_mask
         obs_ops.put(self.obs, idx, obs)
