@@ -10,6 +10,8 @@ import torch
 from torch import nn
 
 from rltrain.algos.optim import LazyAdam, _fused_adam_lists, adam, clip_grad_norm
+from rltrain.registry import ALGOS
+from rltrain.types import EnvSpec, RolloutBatch, TransitionBatch
 
 
 def net() -> nn.Module:
@@ -127,3 +129,36 @@ def test_clip_of_mixed_dtypes_and_no_gradients_falls_back_to_torch():
     total = (a.grad.double().pow(2).sum() + b.grad.pow(2).sum()).sqrt()
     assert total.item() == pytest.approx(1.0, rel=1e-5)
     assert clip_grad_norm([nn.Parameter(torch.ones(2))], 1.0).item() == 0.0
+
+
+
+@pytest.mark.parametrize("algo", ["dqn", "sac", "td3", "ddpg", "ppo", "a2c"])
+def test_the_algorithms_take_the_lean_step(algo, monkeypatch):
+    # after the first (torch's own) step, every Adam of the algorithm is on the lean path: a
+    # change that silently sent them back to torch.optim's step would fail here
+    torchs_steps: list[int] = []
+    own_step = torch.optim.Adam.step
+
+    def counted(self, *args, **kwargs):
+        torchs_steps.append(id(self))
+        return own_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", counted)
+    spec = ALGOS[algo]
+    discrete = algo in ("dqn", "ppo", "a2c")
+    env = EnvSpec((3,), "discrete" if discrete else "box", 2, 4)
+    cfg = spec.config(hidden_sizes=[8, 8], **({"optimizer": "adam"} if algo == "a2c" else {}))
+    agent = spec.build(cfg, env)
+    g = torch.Generator().manual_seed(0)
+    actions = torch.randint(0, 2, (16,), generator=g) if discrete else torch.rand(16, 2) * 2 - 1
+    for step in range(3):
+        if spec.family == "off_policy":
+            agent.update(TransitionBatch(torch.randn(16, 3), actions, torch.randn(16),
+                                         torch.randn(16, 3), torch.zeros(16)), 10_000 + step)
+        else:
+            agent.update(RolloutBatch(torch.randn(16, 3), actions, -torch.rand(16),
+                                      torch.randn(16), torch.randn(16), torch.randn(16)))
+    optimizers = [v for v in vars(agent).values() if isinstance(v, LazyAdam)]
+    assert optimizers and all(_fused_adam_lists(o.built) is not None for o in optimizers)
+    # torch's step ran once per optimizer (the first step, which makes the state), never again
+    assert sorted(torchs_steps) == sorted(id(o.built) for o in optimizers)
