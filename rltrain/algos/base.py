@@ -17,7 +17,7 @@ from torch import nn
 
 from rltrain import obs as obs_ops
 from rltrain.algos.configs.base import OnPolicyConfig, SDEConfig
-from rltrain.algos.optim import Optimizer, clip_grad_norm
+from rltrain.algos.optim import Optimizer, clip_grad_norm, grad_norm
 from rltrain.errors import UserError
 from rltrain.nets.actor_critic import ActorCritic
 from rltrain.nets.recurrent import RecurrentActorCritic
@@ -185,8 +185,7 @@ def grad_norm_step(optimizer: Optimizer, params: list[torch.Tensor],
         norm = clip_grad_norm(params, max_grad_norm)
     else:
         grads = [p.grad for p in params if p.grad is not None]
-        norm = (torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads
-                else torch.zeros((), device=params[0].device))
+        norm = grad_norm(grads) if grads else torch.zeros((), device=params[0].device)
     optimizer.step()
     return norm.detach()
 

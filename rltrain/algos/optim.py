@@ -139,6 +139,12 @@ def adam(params: Any, lr: float, eps: float = 1e-8) -> LazyAdam:
     return LazyAdam(build)
 
 
+def grad_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The global 2-norm of `grads` (non-empty, one device and dtype) as torch's clip computes it:
+    the norm of the per-tensor norms; a 0-d tensor, no host sync."""
+    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+
+
 def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     """`nn.utils.clip_grad_norm_(params, max_norm, foreach=True)`: scale the gradients so that
     their global 2-norm is at most `max_norm`; returns the norm before clipping (a 0-d tensor).
@@ -148,7 +154,7 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     if not grads or any(g.device != grads[0].device or g.dtype != grads[0].dtype
                         or g.is_sparse for g in grads):
         return nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+    total = grad_norm(grads)
     # clip_coef = max_norm / (total + 1e-6), clamped to 1: torch's expression, no sync
     torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
     return total
