@@ -14,6 +14,7 @@ from rltrain.nets.continuous import (
     SquashedGaussianActor,
     TwinQ,
     add_gaussian_noise,
+    ensemble_linear,
     squashed_gaussian_log_prob,
     tanh_log_det_jacobian,
 )
@@ -138,3 +139,23 @@ def test_twin_q_layer_norm_keeps_members_independent():
     assert isinstance(q.net[1], EnsembleLayerNorm)
     q(torch.randn(4, 3), torch.randn(4, 1))[0].sum().backward()
     assert q.net[1].weight.grad[1].abs().sum() == 0 and q.net[1].weight.grad[0].abs().sum() > 0
+
+
+@pytest.mark.parametrize("out_dim", [1, 3])
+def test_ensemble_linear_matches_the_batched_product_forward_and_backward(out_dim):
+    """`ensemble_linear` (a dot product per row for one output, `baddbmm` otherwise) is each
+    member's `x @ W + b`, with the same gradients for x, W and b."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 7, 5, requires_grad=True)
+    weight = torch.randn(2, 5, out_dim, requires_grad=True)
+    bias = torch.randn(2, 1, out_dim, requires_grad=True)
+    grad = torch.randn(2, 7, out_dim)
+    ours = ensemble_linear(x, weight, bias)
+    assert ours.shape == (2, 7, out_dim)
+    ours_grads = torch.autograd.grad(ours, (x, weight, bias), grad)
+    reference = torch.baddbmm(bias, x, weight)
+    reference_grads = torch.autograd.grad(reference, (x, weight, bias), grad)
+    torch.testing.assert_close(ours, reference)
+    for mine, theirs in zip(ours_grads, reference_grads, strict=True):
+        torch.testing.assert_close(mine, theirs)
+        assert mine.stride() == theirs.stride() or mine.is_contiguous()

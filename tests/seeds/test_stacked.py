@@ -71,6 +71,24 @@ def test_seeds_are_isolated():
         assert torch.count_nonzero(p.grad[1:]) == 0
 
 
+def test_heads_keep_their_weights_out_by_in_and_every_gradient_arrives_in_place():
+    """A layer with fewer outputs than inputs (the 2 logits, the value) keeps its stacked
+    weight `[S, out, in]` contiguous and is computed as `W xᵀ`; wider layers are laid out as
+    `[S, in, out]` (`stack_seeds`). Either way each gradient arrives in its parameter's own
+    layout, so the fused Adam steps it without a copy."""
+    members, _, spec = ppo_members("CartPole-v1", 3)
+    net = StackedActorCritic([m.policy for m in members])
+    logits, value, hidden = (net.params[n] for n in ("head.logits.weight", "critic.4.weight",
+                                                      "actor_body.2.weight"))
+    assert logits.shape == (3, 2, 16) and value.shape == (3, 1, 16) and hidden.shape == (3, 16, 16)
+    assert logits.is_contiguous() and value.is_contiguous()
+    assert hidden.transpose(1, 2).is_contiguous() and not hidden.is_contiguous()
+    dist, values = net.dist_value(torch.randn(3, 9, *spec.obs_shape))
+    (dist.log_probs.sum() + values.square().sum()).backward()
+    for name, p in net.params.items():
+        assert p.grad.stride() == p.stride(), name
+
+
 def test_copy_round_trip():
     members, _, _ = ppo_members("Pendulum-v1", 2)
     net = StackedActorCritic([m.policy for m in members])
