@@ -16,7 +16,7 @@ import torch
 
 from rltrain.envs.extras import vector_extras
 from rltrain.envs.masks import MASK_KEY, MASKABLE, to_mask
-from rltrain.envs.obs_space import is_structured, leaves
+from rltrain.envs.obs_space import array_tensor, is_structured, leaves
 from rltrain.errors import EnvError, TrainingError, UserError
 from rltrain.obs import Obs
 from rltrain.types import EnvSpec, StepResult
@@ -218,9 +218,9 @@ class GymVecEnv:
             self._ep_length[done] = 0
         return StepResult(
             obs=self._obs(arrays),
-            reward=torch.as_tensor(reward, dtype=torch.float32).to(self.device),
-            terminated=torch.as_tensor(terminated).to(self.device),
-            truncated=torch.as_tensor(truncated & ~terminated).to(self.device),
+            reward=array_tensor(reward, np.float32, self.device),
+            terminated=array_tensor(terminated, np.bool_, self.device),
+            truncated=array_tensor(truncated & ~terminated, np.bool_, self.device),
             final_obs=self._obs(self._final_arrays(arrays, info)),
             info=out_info,
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from rltrain.config import EnvConfig
 from rltrain.envs.check import check_env_id
 from rltrain.envs.make import make_env
+from rltrain.envs.obs_space import array_tensor
 from rltrain.envs.vec_env import GymVecEnv, describe_action_space
 from rltrain.errors import UserError
 
@@ -149,3 +152,24 @@ def test_unsupported_action_space_is_a_user_error_naming_the_space():
     assert describe_action_space(gym.spaces.Box(-1, 1, (3,))) == ("box", 3)
     assert describe_action_space(gym.spaces.MultiDiscrete([2, 3])) == ("multi_discrete", 2)
     assert describe_action_space(gym.spaces.MultiBinary(4)) == ("multi_binary", 4)
+
+
+def test_array_tensor_converts_like_as_tensor_and_copies_what_it_cannot_share():
+    """`array_tensor` shares memory with an array of the asked dtype (as `torch.as_tensor`
+    does), converts the others, and copies a read-only or reversed array instead of warning
+    or failing."""
+    cpu = torch.device("cpu")
+    shared = np.arange(4, dtype=np.float32)
+    t = array_tensor(shared, np.float32, cpu)
+    shared[0] = 7.0
+    assert t.dtype == torch.float32 and t[0] == 7.0  # the same memory, as as_tensor gives
+    converted = array_tensor(np.array([1.5, 2.5]), np.float32, cpu)
+    assert converted.dtype == torch.float32 and converted.tolist() == [1.5, 2.5]
+    assert array_tensor(np.array([True, False]), np.bool_, cpu).dtype == torch.bool
+    read_only = np.ones(3, dtype=np.float32)
+    read_only.flags.writeable = False
+    reversed_rows = np.arange(6, dtype=np.float32).reshape(3, 2)[::-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert array_tensor(read_only, np.float32, cpu).tolist() == [1.0, 1.0, 1.0]
+        assert array_tensor(reversed_rows, np.float32, cpu).tolist() == [[4, 5], [2, 3], [0, 1]]
