@@ -8,8 +8,9 @@ ones trained; each seed's own module gets its parameters copied back (`copy_to`)
 evaluation or checkpoint reads them.
 
 Not bit for bit: the hidden layers' forward matched `nn.Linear` per slice exactly here (the
-heads are summed another way, `_linear`), but the backward of a 4-input first layer differed by ~6e-9 (the weight gradient is summed in another order), and
-reductions over `[S, B]` along B differ from those over `[B]` in the last bit. Training
+heads are summed another way, `_linear`), but the backward of a 4-input first layer differed by
+~6e-9 (the weight gradient is summed in another order), and reductions over `[S, B]` along B
+differ from those over `[B]` in the last bit. Training
 amplifies such differences (about 10x per PPO update on CartPole): a seed in a batch matches its
 single run within 1e-5 for its first updates, then follows its own trajectory of the same
 distribution (tests/seeds/test_equivalence.py, benchmarks/seed_batch.py).
@@ -272,8 +273,7 @@ def _linear(w: Weights, name: str, x: torch.Tensor) -> torch.Tensor:
     51.1 / 53.7 -> 45.0 / 50.7 s).
     """
     weight, bias = w[f"{name}.weight"], w[f"{name}.bias"]
-    if weight.shape[1] == 1:  # one output (a value): a dot product per row
-        return torch.linalg.vecdot(x, weight).unsqueeze(-1) + bias.unsqueeze(1)
-    if narrow_output(weight):  # a transposed [S, B, out] view
+    if narrow_output(weight) and weight.shape[1] > 1:  # a transposed [S, B, out] view
         return torch.baddbmm(bias.unsqueeze(-1), weight, x.transpose(1, 2)).transpose(1, 2)
-    return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+    # one output (a value): `ensemble_linear`'s dot product per row; else `x Wᵀ + b`
+    return ensemble_linear(x, weight.transpose(1, 2), bias.unsqueeze(1))

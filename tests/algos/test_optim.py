@@ -131,7 +131,6 @@ def test_clip_of_mixed_dtypes_and_no_gradients_falls_back_to_torch():
     assert clip_grad_norm([nn.Parameter(torch.ones(2))], 1.0).item() == 0.0
 
 
-
 @pytest.mark.parametrize("algo", ["dqn", "sac", "td3", "ddpg", "ppo", "a2c"])
 def test_the_algorithms_take_the_lean_step(algo, monkeypatch):
     # after the first (torch's own) step, every Adam of the algorithm is on the lean path: a
