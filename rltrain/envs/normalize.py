@@ -29,11 +29,13 @@ class RunningMeanStd:
             self.pending._fold(b_mean, b_var, x.shape[0])
 
     def _fold(self, b_mean: torch.Tensor, b_var: torch.Tensor, b_count: float) -> None:
+        # mean' = mean + δ b/T;  var' = var n/T + b_var b/T + δ² n b/T²  (T = n + b): five ops
+        # on new tensors (callers may hold the old ones, e.g. a saved state_dict)
+        n, total = self.count, self.count + b_count
         delta = b_mean - self.mean
-        total = self.count + b_count
-        self.mean = self.mean + delta * b_count / total
-        m2 = self.var * self.count + b_var * b_count + delta.pow(2) * self.count * b_count / total
-        self.var = m2 / total
+        self.mean = self.mean.add(delta, alpha=b_count / total)
+        self.var = (self.var.mul(n / total).add_(b_var, alpha=b_count / total)
+                    .addcmul_(delta, delta, value=n * b_count / total ** 2))
         self.count = total
 
     def share(self) -> None:
@@ -101,8 +103,17 @@ class NormalizeObs:
                 for k, v in obs.items()}
 
     def _z(self, x: torch.Tensor, rms: RunningMeanStd) -> torch.Tensor:
-        z = (x.to(torch.float64) - rms.mean) / torch.sqrt(rms.var + 1e-8)
-        return z.clamp(-self.clip, self.clip).to(torch.float32)
+        z = (x.to(torch.float64) - rms.mean).mul_(torch.rsqrt(rms.var + 1e-8))
+        return z.clamp_(-self.clip, self.clip).to(torch.float32)
+
+    def _normalize_pair(self, obs: Obs, final_obs: Obs) -> tuple[Obs, Obs]:
+        """`normalize` of both, computed as one stacked batch (a step's fixed cost, not twice);
+        the two results share no elements."""
+        if not self.keys:
+            return tuple(self._z(torch.stack([obs, final_obs]), self.rms).unbind(0))
+        pairs = {k: (self._z(torch.stack([v, final_obs[k]]), self.entry_rms[k]).unbind(0)
+                     if k in self.entry_rms else (v, final_obs[k])) for k, v in obs.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
 
     def _update(self, obs: Obs) -> None:
         for key, rms in self.statistics().items():
@@ -118,7 +129,7 @@ class NormalizeObs:
         res = self.env.step(action)
         if self.training:
             self._update(res.obs)
-        res.obs, res.final_obs = self.normalize(res.obs), self.normalize(res.final_obs)
+        res.obs, res.final_obs = self._normalize_pair(res.obs, res.final_obs)
         return res
 
     def close(self) -> None:

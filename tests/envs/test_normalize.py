@@ -60,6 +60,26 @@ def test_running_mean_std_matches_numpy_over_batches():
     assert rms.count == pytest.approx(23, abs=1e-3)
 
 
+def test_running_statistics_never_change_a_state_dict_taken_earlier():
+    # A checkpoint's state_dict holds the CPU tensors themselves: updates must build new ones.
+    rms = RunningMeanStd((2,), torch.device("cpu"))
+    rms.update(torch.tensor([[1.0, 2.0], [3.0, 6.0]]))
+    saved = rms.state_dict()
+    before = (saved["mean"].clone(), saved["var"].clone())
+    rms.update(torch.tensor([[10.0, -4.0]]))
+    assert torch.equal(saved["mean"], before[0]) and torch.equal(saved["var"], before[1])
+    assert not torch.equal(rms.mean, before[0])
+
+
+def test_normalized_obs_and_final_obs_share_no_elements():
+    env = NormalizeObs(obs_env())
+    env.reset()
+    res = env.step(torch.tensor([0, 0]))
+    final = res.final_obs.clone()
+    res.obs.fill_(123.0)  # a buffer writing into one must leave the other alone
+    assert torch.equal(res.final_obs, final)
+
+
 def test_normalize_obs_applies_the_same_statistics_to_obs_and_final_obs():
     env = NormalizeObs(obs_env(), clip=10.0)
     env.reset()
