@@ -96,6 +96,8 @@ def signalled(tmp: Path, name: str, signals: list[int], extra: Sequence[str] = (
     run_dir = tmp / name
     cmd = Command([*LONG, *extra, f"hydra.run.dir={run_dir}"], tmp / f"{name}.log", tmp)
     try:
+        if isinstance(ready, InUpdate):
+            ready = ready.bind(cmd.proc.pid)
         cmd.wait_for(ready or (lambda: (run_dir / "checkpoints" / "latest.pt").exists()))
         time.sleep(delay)
         t0 = time.monotonic()
@@ -185,13 +187,42 @@ def cli(tmp_path_factory) -> dict:
         # 20000 epochs: the update the signals interrupt would run for minutes; no checkpoints
         "sigint_twice": (signalled, tmp, "sigint_twice", [signal.SIGINT, signal.SIGINT],
                          ["algo.n_epochs=20000", "checkpoint.freq=0"],
-                         lambda: "training ppo" in read(twice), 0.5,
+                         InUpdate(lambda: "training ppo" in read(twice)), 0.0,
                          lambda: "Ctrl-C again to quit now" in read(twice)),
         "diverge": (diverging, tmp),
     }
     with ThreadPoolExecutor(max_workers=3) as pool:
         futures = {name: pool.submit(guarded, *job) for name, job in jobs.items()}
         return {name: f.result() for name, f in futures.items()}
+
+
+class InUpdate:
+    """Ready once the run is inside its first (minutes-long) update: `started()` holds and the
+    process has since used `UPDATE_CPU_SECONDS` of CPU. A signal that lands before the loop's
+    first iteration is a graceful stop with zero iterations (it writes `latest.pt`), so a
+    wall-clock delay after the start line raced on a loaded machine; CPU time does not."""
+
+    UPDATE_CPU_SECONDS = 1.5  # the 128-step rollout takes well under 0.1 s of CPU
+
+    def __init__(self, started: Callable[[], bool]):
+        self.started, self.pid, self.cpu0 = started, None, None
+
+    def bind(self, pid: int) -> InUpdate:
+        self.pid = pid
+        return self
+
+    def __call__(self) -> bool:
+        if self.cpu0 is None:
+            if not self.started():
+                return False
+            self.cpu0 = cpu_seconds(self.pid)
+        return cpu_seconds(self.pid) - self.cpu0 >= self.UPDATE_CPU_SECONDS
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid`, all its threads (Linux `/proc`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def read(folder: Path) -> str:
