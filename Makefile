@@ -58,9 +58,10 @@ bench: install          ## speed vs SB3 + RL-Zoo (seeds 0-2) and throughput, pro
 	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/seed_batch.py --distribution 20
 
-bench-quality: install  ## the `slow` learning tests (pytest -m slow), then benchmarks/quality.py: median final eval over seeds 0-2 per tuned task, to benchmarks/results/
+bench-quality: install  ## the `slow` learning tests (pytest -m slow), then benchmarks/quality.py: median final eval over seeds 0-2 per tuned task, then benchmarks/update_floor.py: each task's update against its matrix-product floor, to benchmarks/results/
 	$(BIN)/python -m pytest -m slow -q
 	$(BIN)/python benchmarks/quality.py $(ARGS)
+	$(BIN)/python benchmarks/update_floor.py
 
 lint: install
 	$(BIN)/ruff check rltrain tests benchmarks
