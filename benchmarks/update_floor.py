@@ -83,15 +83,15 @@ def first_update(algo: str, env: str) -> tuple[Any, tuple, dict, Any, bool]:
     return agent, kept["args"], kept["kwargs"], cfg, runner.family == "on_policy"
 
 
-def time_update(agent: Any, args: tuple, kwargs: dict, repeats: int, block: int) -> float:
-    """Median seconds of one `agent.update(*args, **kwargs)`, over `repeats` blocks of `block`."""
+def median_seconds(fn: Any, repeats: int, block: int) -> float:
+    """Median seconds of one `fn()`, over `repeats` blocks of `block` calls after one warm-up block."""
     for _ in range(block):
-        agent.update(*args, **kwargs)
+        fn()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         for _ in range(block):
-            agent.update(*args, **kwargs)
+            fn()
         times.append((time.perf_counter() - t) / block)
     return statistics.median(times)
 
@@ -119,15 +119,7 @@ def time_products(products: list[tuple[str, list[list[int]]]], repeats: int, blo
         for fn, inputs in calls:
             fn(*inputs)
 
-    for _ in range(block):
-        once()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(block):
-            once()
-        times.append((time.perf_counter() - t) / block)
-    return statistics.median(times)
+    return median_seconds(once, repeats, block)
 
 
 def env_steps_per_update(cfg: Any, on_policy: bool) -> float:
@@ -169,7 +161,7 @@ def measure(task: str, repeats: int, runs: dict[str, Any]) -> dict[str, Any]:
     algo, env = quality.parse_task(task)
     agent, args, kwargs, cfg, on_policy = first_update(algo, env)
     block = 1 if on_policy else 50
-    update_s = time_update(agent, args, kwargs, repeats, block)
+    update_s = median_seconds(lambda: agent.update(*args, **kwargs), repeats, block)
     products = update_products(agent, args, kwargs)
     products_s = time_products(products, repeats, block)
     sb3, ours = seconds_per_step(runs, task, quality.TASKS[(algo, env)].budget)
