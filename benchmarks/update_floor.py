@@ -169,6 +169,15 @@ def measure(task: str, repeats: int, runs: dict[str, Any]) -> dict[str, Any]:
                      sb3, ours)
 
 
+def rescore(row: dict[str, Any], runs: dict[str, Any]) -> dict[str, Any]:
+    """A measured row with SB3's and rltrain's seconds per env step taken from `runs` again."""
+    algo, env = quality.parse_task(row["task"])
+    sb3, ours = seconds_per_step(runs, row["task"], quality.TASKS[(algo, env)].budget)
+    fresh = floor_row(row["task"], row["update_ms"] / 1e3, row["products_ms"] / 1e3,
+                      row["products"], row["env_steps_per_update"], sb3, ours)
+    return {**row, **fresh, "date": row.get("date")}
+
+
 def fmt(value: float | None, spec: str) -> str:
     return "missing" if value is None else format(value, spec)
 
@@ -178,13 +187,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS))
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--report", action="store_true",
+                        help="measure nothing: take the SB3 and rltrain seconds of the rows in "
+                             "<out>/update_floor.json from quality.json again and rewrite the table")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     path = RESULTS / "quality.json"
     runs = json.loads(path.read_text())["runs"] if path.exists() else {}
+    if args.report:
+        write([rescore(row, runs) for row in json.loads((args.out / "update_floor.json").read_text())],
+              args.out)
+        return
     rows = []
     for task in args.tasks:
-        row = measure(task, args.repeats, runs)
+        row = {**measure(task, args.repeats, runs), "date": str(datetime.date.today())}
         rows.append(row)
         print(json.dumps(row), flush=True)
     write(rows, args.out)
@@ -196,7 +212,7 @@ def write(rows: list[dict[str, Any]], out: Path) -> None:
     lines = [
         "# Update time against its matrix-product floor (`benchmarks/update_floor.py`)",
         "",
-        f"Measured {datetime.date.today()}, one torch thread, another benchmark on the other core "
+        f"Measured {', '.join(sorted({str(r.get('date')) for r in rows}))}, one torch thread, another benchmark on the other core "
         "(the quality runs' condition). `update`: one update call of the task's preset; `products`: its matrix "
         "products alone; `floor ratio`: the products' time per env step over SB3's measured "
         "training seconds per env step (quality.json), the lowest rltrain/SB3 time ratio with "

@@ -77,3 +77,13 @@ def test_a_real_preset_run_is_caught_at_its_first_update(tmp_path, monkeypatch):
     assert update_floor.env_steps_per_update(cfg, True) == cfg.algo.n_steps * cfg.env.num_envs
     assert "update" not in vars(agent)  # the instance's catcher is gone: the class's update runs
     assert update_floor.update_products(agent, args, kwargs)  # the real update issues products
+
+
+def test_report_takes_the_seconds_from_quality_json_again(tmp_path):
+    measured = update_floor.floor_row("dqn:MountainCar-v0", 0.002, 0.0015, 11, 2.0, None, None)
+    update_floor.write([{**measured, "date": "2026-11-25"}], tmp_path)
+    assert "missing" in (tmp_path / "update_floor.md").read_text()
+    runs = {"dqn:MountainCar-v0": {"sb3": {"0": {"seconds": 180.0}}, "rltrain": {"0": {"seconds": 90.0}}}}
+    row = update_floor.rescore(measured, runs)
+    assert row["floor_ratio"] == pytest.approx(0.00075 / (180.0 / 120_000))  # the task's budget: 120k
+    assert row["ratio_now"] == pytest.approx(0.5) and row["products_ms"] == measured["products_ms"]
