@@ -220,8 +220,12 @@ class InUpdate:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process `pid`, all its threads (Linux `/proc`)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """User + system CPU seconds of process `pid`, all its threads (Linux `/proc`); elsewhere
+    the wall-clock seconds since the epoch, so that `InUpdate` waits that long instead."""
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.exists():
+        return time.time()
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
