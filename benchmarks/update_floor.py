@@ -15,9 +15,9 @@ step (benchmarks/results/quality.json), it gives the lowest rltrain / SB3 time r
 float32 implementation with the same networks and update count reaches on this CPU.
 
 Run it as the quality runs were timed, one torch thread while another benchmark holds the other
-core: the products' seconds and SB3's are then taken under the same load. The replay uses contiguous inputs where the
-update's backward products may take transposed views (MKL takes either at about the same speed
-here). Convolutions are not counted, so image tasks are left out.
+core: the products' seconds and SB3's are then taken under the same load. The replay uses
+contiguous inputs where the update's backward products may take transposed views (MKL takes
+either at about the same speed here). Convolutions are not counted, so image tasks are left out.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ class FirstUpdate(Exception):
 
 def first_update(algo: str, env: str) -> tuple[Any, tuple, dict, Any, bool]:
     """(the algorithm, the first update's args and kwargs, the run's config, whether it is
-    on-policy) from a run of the
-    task's preset stopped at its first update; off-policy runs start learning after 1,000 steps."""
+    on-policy) from a run of the task's preset stopped at its first update; off-policy runs
+    start learning after at most 1,000 steps."""
     from rltrain.compose import compose_train_config
     from rltrain.runner.runner import Runner
 
@@ -175,7 +175,7 @@ def rescore(row: dict[str, Any], runs: dict[str, Any]) -> dict[str, Any]:
     sb3, ours = seconds_per_step(runs, row["task"], quality.TASKS[(algo, env)].budget)
     fresh = floor_row(row["task"], row["update_ms"] / 1e3, row["products_ms"] / 1e3,
                       row["products"], row["env_steps_per_update"], sb3, ours)
-    return {**row, **fresh, "date": row.get("date")}
+    return {**row, **fresh}
 
 
 def fmt(value: float | None, spec: str) -> str:

@@ -87,7 +87,7 @@ def run(args: list[str], folder: Path, cwd: Path) -> dict:
 
 
 def signalled(tmp: Path, name: str, signals: list[int], extra: Sequence[str] = (),
-              ready: Callable[[], bool] | None = None, delay: float = 0.0,
+              ready: Callable[[Command], bool] | None = None, delay: float = 0.0,
               heard: Callable[[], bool] | None = None) -> dict:
     """Start a long run; once it is `ready` (default: its first checkpoint exists, so its signal
     handlers are installed) and `delay` seconds later, send `signals` 0.3 s apart, each after
@@ -96,9 +96,7 @@ def signalled(tmp: Path, name: str, signals: list[int], extra: Sequence[str] = (
     run_dir = tmp / name
     cmd = Command([*LONG, *extra, f"hydra.run.dir={run_dir}"], tmp / f"{name}.log", tmp)
     try:
-        if isinstance(ready, InUpdate):
-            ready = ready.bind(cmd.proc.pid)
-        cmd.wait_for(ready or (lambda: (run_dir / "checkpoints" / "latest.pt").exists()))
+        cmd.wait_for(lambda: ready(cmd) if ready else (run_dir / "checkpoints" / "latest.pt").exists())
         time.sleep(delay)
         t0 = time.monotonic()
         for i, sig in enumerate(signals):
@@ -197,26 +195,22 @@ def cli(tmp_path_factory) -> dict:
 
 
 class InUpdate:
-    """Ready once the run is inside its first (minutes-long) update: `started()` holds and the
-    process has since used `UPDATE_CPU_SECONDS` of CPU. A signal that lands before the loop's
-    first iteration is a graceful stop with zero iterations (it writes `latest.pt`), so a
-    wall-clock delay after the start line raced on a loaded machine; CPU time does not."""
+    """Ready once the command is inside its first (minutes-long) update: `started()` holds and
+    the process has since used `UPDATE_CPU_SECONDS` of CPU. A signal that lands before the
+    update (before the loop, or in the rollout) is a graceful stop that writes `latest.pt`, so
+    a wall-clock delay after the start line raced on a loaded machine; CPU time does not."""
 
     UPDATE_CPU_SECONDS = 1.5  # the 128-step rollout takes well under 0.1 s of CPU
 
     def __init__(self, started: Callable[[], bool]):
-        self.started, self.pid, self.cpu0 = started, None, None
+        self.started, self.cpu0 = started, None
 
-    def bind(self, pid: int) -> InUpdate:
-        self.pid = pid
-        return self
-
-    def __call__(self) -> bool:
+    def __call__(self, cmd: Command) -> bool:
         if self.cpu0 is None:
             if not self.started():
                 return False
-            self.cpu0 = cpu_seconds(self.pid)
-        return cpu_seconds(self.pid) - self.cpu0 >= self.UPDATE_CPU_SECONDS
+            self.cpu0 = cpu_seconds(cmd.proc.pid)
+        return cpu_seconds(cmd.proc.pid) - self.cpu0 >= self.UPDATE_CPU_SECONDS
 
 
 def cpu_seconds(pid: int) -> float:
