@@ -20,17 +20,16 @@ from rltrain.algos.base import (
     set_lr,
 )
 from rltrain.algos.configs.a2c import OPTIMIZERS, A2CConfig
-from rltrain.algos.optim import LazyOptimizer, adam
+from rltrain.algos.optim import Optimizer, RMSprop, adam
 from rltrain.distributed import SOLO, Solo
 from rltrain.errors import UserError
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
 
 
-def make_optimizer(cfg: A2CConfig, params: list[torch.Tensor]) -> LazyOptimizer:
-    """The optimizer named by `cfg.optimizer`, built on its first use (see `LazyOptimizer`)."""
+def make_optimizer(cfg: A2CConfig, params: list[torch.Tensor]) -> Optimizer:
+    """The optimizer named by `cfg.optimizer` (rltrain's own: see `rltrain/algos/optim.py`)."""
     if cfg.optimizer == "rmsprop":
-        return LazyOptimizer(lambda: torch.optim.RMSprop(params, lr=cfg.lr, alpha=cfg.rmsprop_alpha,
-                                                         eps=cfg.optimizer_eps))
+        return RMSprop(params, cfg.lr, alpha=cfg.rmsprop_alpha, eps=cfg.optimizer_eps)
     if cfg.optimizer == "adam":
         return adam(params, cfg.lr, eps=cfg.optimizer_eps)
     raise UserError(f"algo.optimizer={cfg.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")

@@ -1,23 +1,29 @@
-"""Optimizers and gradient clipping for the algorithms: torch's own, built on first use, with
-the per-step Python of `torch.optim` and `clip_grad_norm_` cut where the result is the same.
+"""Optimizers and gradient clipping for the algorithms, with the per-step Python of `torch.optim`
+and `clip_grad_norm_` cut where the result is the same.
 
 A small network's update is mostly per-call overhead, not arithmetic. Measured here (torch 2.13,
 one thread, DQN CartPole update of a [64, 64] Q-network, batch 64, 590 µs in all):
 `torch.optim.Adam(fused=True).step()` took 97 µs, of which its fused kernel took 11 µs; the rest
 is generic machinery (hooks, profiler ranges, grouping tensors by device and dtype, state
-checks). `zero_grad` took 18 µs and `clip_grad_norm_` 96 µs. `LazyAdam` and `clip_grad_norm`
+checks). `zero_grad` took 18 µs and `clip_grad_norm_` 96 µs. `FusedAdam` and `clip_grad_norm`
 call the same kernels with the same arguments, so results are bit-identical (tests/algos/
-test_optim.py), and fall back to torch's code for anything they do not cover.
+test_optim.py).
+
+`FusedAdam` and `RMSprop` are not built on `torch.optim` at all: the first use of any
+`torch.optim` optimizer imports `torch._dynamo` (torch 2.13: 1.1 s of CPU on the 2-core
+development machine), which every run, sweep trial and torchrun rank paid. Without it a 512-step
+smoke run's process took 3.3 s instead of 4.6-5.0 s (2026-11-26).
 """
 
 from __future__ import annotations
 
+import functools
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
-from torch.optim import optimizer as torch_optimizer
 
 
 class LazyOptimizer:
@@ -25,8 +31,9 @@ class LazyOptimizer:
     attribute is the built optimizer's (`param_groups`, `state_dict()`, `defaults`, ...).
 
     torch 2.13 imports `torch._dynamo` (~1 s on the 2-core development machine) the first time
-    any optimizer is constructed; built at the first update, the run's first env steps need not
-    wait for it (issue 16: the first step within 2 s of the command)."""
+    any `torch.optim` optimizer is constructed; built at the first update, the run's first env
+    steps need not wait for it (issue 16: the first step within 2 s of the command). Only Adam
+    without a fused kernel (torch < 2.4 on CPU) takes this path; see `FusedAdam`."""
 
     def __init__(self, build: Callable[[], torch.optim.Optimizer]):
         self._build = build
@@ -45,98 +52,187 @@ class LazyOptimizer:
         return getattr(self.built, name)
 
 
-Optimizer = torch.optim.Optimizer | LazyOptimizer
-"""What the helpers here take: a torch optimizer, or one built on its first use."""
+class _LeanOptimizer:
+    """One parameter group and per-parameter state in `torch.optim`'s layout (`param_groups`,
+    `state`, `state_dict()`, `load_state_dict()`), without `torch.optim`. A subclass names its
+    options (`defaults`), the state tensors of a parameter (`MOMENTS`) and the options it keeps
+    at their plain values (`PLAIN`, refused in a loaded state), and implements `step`."""
 
-_LEAN_OFF = ("amsgrad", "maximize", "capturable", "differentiable", "foreach")
-"""Adam options the lean step does not implement: any of them set, torch's own step runs."""
+    MOMENTS: tuple[str, ...] = ()
+    PLAIN: dict[str, Any] = {}
+
+    def __init__(self, params: list[torch.Tensor], defaults: dict[str, Any]):
+        self.defaults = defaults
+        self.param_groups: list[dict[str, Any]] = [{**defaults, "params": list(params)}]
+        self.state: defaultdict[torch.Tensor, dict[str, torch.Tensor]] = defaultdict(dict)
+
+    def _live(self) -> list[list[torch.Tensor]]:
+        """The parameters that have a gradient, by device and dtype."""
+        return _by_device_and_dtype([p for p in self.param_groups[0]["params"]
+                                     if p.grad is not None])
+
+    def _step_device(self, p: torch.Tensor) -> torch.device:
+        """Where torch keeps `p`'s step counter."""
+        return torch.device("cpu")
+
+    def _state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        """`p`'s state, made as torch makes it before the first step."""
+        state = self.state[p]
+        if not state:
+            state["step"] = torch.zeros((), dtype=torch.float32, device=self._step_device(p))
+            for name in self.MOMENTS:
+                state[name] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return state
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop every gradient (`set_to_none=False`: zero them in place)."""
+        for p in self.param_groups[0]["params"]:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.detach_().zero_()
+
+    def state_dict(self) -> dict[str, Any]:
+        """torch's format: per-parameter state by position, and the group with positions."""
+        params = self.param_groups[0]["params"]
+        index = {id(p): i for i, p in enumerate(params)}
+        group = {k: v for k, v in self.param_groups[0].items() if k != "params"}
+        return {"state": {index[id(p)]: dict(s) for p, s in self.state.items() if s},
+                "param_groups": [{**group, "params": list(range(len(params)))}]}
+
+    def load_state_dict(self, saved: dict[str, Any]) -> None:
+        """Continue from `state_dict()` (this class's or torch's optimizer's); ValueError, and
+        nothing changed, when it is not one group of as many parameters with the plain options
+        and tensors of the parameters' shapes."""
+        groups, params = saved["param_groups"], self.param_groups[0]["params"]
+        if len(groups) != 1 or len(groups[0]["params"]) != len(params):
+            raise ValueError("the saved optimizer state does not match this network's parameters")
+        group = {k: v for k, v in groups[0].items() if k != "params"}
+        if any(group.get(k, v) != v for k, v in self.PLAIN.items()):
+            raise ValueError(f"the saved optimizer state sets options rltrain does not use "
+                             f"({', '.join(self.PLAIN)}): {group}")
+        state: defaultdict[torch.Tensor, dict[str, torch.Tensor]] = defaultdict(dict)
+        positions = {saved_id: i for i, saved_id in enumerate(groups[0]["params"])}
+        for key, values in saved["state"].items():
+            p = params[positions[key]]
+            if set(values) != {"step", *self.MOMENTS} or any(
+                    values[k].shape != p.shape for k in self.MOMENTS):
+                raise ValueError(f"the saved optimizer state of parameter {key} does not fit its "
+                                 f"shape {tuple(p.shape)}")
+            step = values["step"].to(dtype=torch.float32, device=self._step_device(p))
+            state[p] = {"step": step.clone(), **{
+                k: values[k].to(dtype=p.dtype, device=p.device).clone() for k in self.MOMENTS}}
+        self.param_groups[0].update(group)
+        self.state = state
 
 
-class LazyAdam(LazyOptimizer):
-    """`torch.optim.Adam` built on first use whose `step` and `zero_grad` skip torch.optim's
-    generic per-call Python when the optimizer is plain fused Adam (one parameter group, no
-    hooks, state already made by a first ordinary step): then a step is torch's own two calls,
-    `_foreach_add_` on the step counters and `_fused_adam_`. State, `state_dict()` and
-    `load_state_dict()` are the torch optimizer's, untouched."""
+class FusedAdam(_LeanOptimizer):
+    """`torch.optim.Adam(params, lr, eps=eps, fused=True)` without `torch.optim` (no weight decay,
+    amsgrad or hooks: what rltrain's algorithms use). A step is what torch's fused step runs,
+    `_foreach_add_` on the step counters and `_fused_adam_`, so results are torch's bit for bit;
+    state and `state_dict()` are torch's (checkpoints written with `torch.optim.Adam` load)."""
 
+    MOMENTS = ("exp_avg", "exp_avg_sq")
+    PLAIN = {"weight_decay": 0, "amsgrad": False, "maximize": False,
+             "decoupled_weight_decay": False}
+
+    def __init__(self, params: list[torch.Tensor], lr: float, eps: float = 1e-8,
+                 betas: tuple[float, float] = (0.9, 0.999)):
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, **self.PLAIN,
+                                  "foreach": None, "capturable": False, "differentiable": False,
+                                  "fused": True})
+
+    def _step_device(self, p: torch.Tensor) -> torch.device:
+        return p.device  # fused: the counter lives with the parameter
+
+    @torch.no_grad()
     def step(self) -> None:
-        """One Adam step of every parameter that has a gradient."""
-        opt = self.built
-        lists = _fused_adam_lists(opt)
-        if lists is None:
-            opt.step()
-            return
-        group = opt.param_groups[0]
-        params, grads, exp_avgs, exp_avg_sqs, steps = lists
+        """One Adam step of every parameter that has a gradient (the others keep their state)."""
+        group = self.param_groups[0]
         beta1, beta2 = group["betas"]
-        with torch.no_grad():  # as torch's step: in-place on leaves that require grad
+        for params in self._live():
+            states = [self._state(p) for p in params]
+            steps = [s["step"] for s in states]
             torch._foreach_add_(steps, 1)
-            torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False,
+            torch._fused_adam_(params, [p.grad for p in params], [s["exp_avg"] for s in states],
+                               [s["exp_avg_sq"] for s in states], [], steps, amsgrad=False,
                                lr=group["lr"], beta1=beta1, beta2=beta2,
                                weight_decay=group["weight_decay"], eps=group["eps"],
                                maximize=False, grad_scale=None, found_inf=None)
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        """Drop every gradient (`set_to_none=False`: torch's own zeroing)."""
-        if not set_to_none:
-            self.built.zero_grad(set_to_none=False)
-            return
-        for group in self.built.param_groups:
-            for p in group["params"]:
-                p.grad = None
+
+class RMSprop(_LeanOptimizer):
+    """`torch.optim.RMSprop(params, lr, alpha=alpha, eps=eps)` without `torch.optim` (no momentum,
+    centering or weight decay: A2C's). torch's CPU step runs these elementwise ops tensor by
+    tensor; here they run as foreach calls over all tensors, bit for bit the same."""
+
+    MOMENTS = ("square_avg",)
+    PLAIN = {"momentum": 0, "centered": False, "weight_decay": 0, "maximize": False}
+
+    def __init__(self, params: list[torch.Tensor], lr: float, alpha: float, eps: float):
+        super().__init__(params, {"lr": lr, "momentum": 0, "alpha": alpha, "eps": eps,
+                                  "centered": False, "weight_decay": 0, "capturable": False,
+                                  "foreach": None, "maximize": False, "differentiable": False})
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """square_avg ← α square_avg + (1 − α) g²; θ ← θ − lr g / (√square_avg + ε)."""
+        group = self.param_groups[0]
+        alpha = group["alpha"]
+        for params in self._live():
+            states = [self._state(p) for p in params]
+            grads, square_avgs = [p.grad for p in params], [s["square_avg"] for s in states]
+            torch._foreach_add_([s["step"] for s in states], 1)
+            torch._foreach_mul_(square_avgs, alpha)
+            torch._foreach_addcmul_(square_avgs, grads, grads, value=1 - alpha)
+            avg = torch._foreach_sqrt(square_avgs)
+            torch._foreach_add_(avg, group["eps"])
+            torch._foreach_addcdiv_(params, grads, avg, value=-group["lr"])
 
 
-def _no_step_hooks(opt: torch.optim.Optimizer) -> bool:
-    """True when no step hook (the optimizer's own or a global one) waits for `opt.step()`."""
-    return not (opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks
-                or torch_optimizer._global_optimizer_pre_hooks
-                or torch_optimizer._global_optimizer_post_hooks)
-
-
-def _fused_adam_lists(opt: torch.optim.Optimizer) -> tuple[list[torch.Tensor], ...] | None:
-    """(params, grads, exp_avgs, exp_avg_sqs, steps) for the lean fused step, or None when torch's
-    own step must run: not a plain fused Adam, hooks, a first step (no state yet), sparse
-    gradients, or parameters of more than one device or dtype."""
-    if type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1 or not _no_step_hooks(opt):
-        return None
-    group = opt.param_groups[0]
-    if not group.get("fused") or any(group.get(k) for k in _LEAN_OFF) \
-            or group.get("decoupled_weight_decay") or not hasattr(torch, "_fused_adam_") \
-            or any(isinstance(group[k], torch.Tensor) for k in ("lr", "weight_decay", "eps")) \
-            or any(isinstance(b, torch.Tensor) for b in group["betas"]):
-        return None
-    params = [p for p in group["params"] if p.grad is not None]
-    if not params:
-        return None
-    first = params[0]
-    lists: tuple[list[torch.Tensor], ...] = (params, [], [], [], [])
+def _by_device_and_dtype(params: list[torch.Tensor]) -> list[list[torch.Tensor]]:
+    """`params` in groups of one device and dtype (one group, in order, in every rltrain run)."""
+    first = params[0] if params else None
+    if first is None or all(p.device == first.device and p.dtype == first.dtype for p in params):
+        return [params] if params else []
+    groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
     for p in params:
-        state = opt.state.get(p)
-        if not state or p.grad.is_sparse or p.device != first.device or p.dtype != first.dtype:
-            return None
-        lists[1].append(p.grad)
-        lists[2].append(state["exp_avg"])
-        lists[3].append(state["exp_avg_sq"])
-        lists[4].append(state["step"])
-    return lists
+        groups.setdefault((p.device, p.dtype), []).append(p)
+    return list(groups.values())
 
 
-def adam(params: Any, lr: float, eps: float = 1e-8) -> LazyAdam:
-    """Adam (built on first use: `LazyAdam`), fused where this torch build has a kernel for
-    the parameters' device.
+Optimizer = torch.optim.Optimizer | LazyOptimizer | FusedAdam | RMSprop
+"""What the helpers here take: a torch optimizer, one built on its first use, or a lean one."""
 
-    On CPU the default (single-tensor) Adam loops over parameters in Python: the fused kernel
-    cut the step of a [64, 64] actor-critic from 0.77 ms to about 0.15 ms here.
+
+@functools.cache
+def has_fused_adam(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether this torch build has a fused Adam kernel for `device` and `dtype` (CPU: torch 2.4
+    and later), tried on a one-element tensor."""
+    if not hasattr(torch, "_fused_adam_"):
+        return False
+    t = [torch.zeros(1, device=device, dtype=dtype) for _ in range(4)]
+    try:
+        torch._fused_adam_([t[0]], [t[1]], [t[2]], [t[3]], [],
+                           [torch.ones((), device=device, dtype=torch.float32)], amsgrad=False,
+                           lr=1e-3, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8,
+                           maximize=False, grad_scale=None, found_inf=None)
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
+    return True
+
+
+def adam(params: Any, lr: float, eps: float = 1e-8) -> FusedAdam | LazyOptimizer:
+    """Adam: `FusedAdam` where this torch build has a fused kernel for the parameters' device and
+    dtype, else torch's own (single-tensor) Adam, built on first use.
+
+    On CPU the single-tensor Adam loops over parameters in Python: the fused kernel cut the step
+    of a [64, 64] actor-critic from 0.77 ms to about 0.15 ms here.
     """
     params = list(params)
-
-    def build() -> torch.optim.Optimizer:
-        try:
-            return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
-        except (RuntimeError, TypeError, ValueError):  # older torch, or no fused kernel here
-            return torch.optim.Adam(params, lr=lr, eps=eps)
-
-    return LazyAdam(build)
+    if params and all(has_fused_adam(p.device, p.dtype) for p in params):
+        return FusedAdam(params, lr, eps)
+    return LazyOptimizer(lambda: torch.optim.Adam(params, lr=lr, eps=eps))
 
 
 def grad_norm(grads: list[torch.Tensor]) -> torch.Tensor:

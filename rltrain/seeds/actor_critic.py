@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from rltrain.algos.optim import FusedAdam, RMSprop
 from rltrain.errors import UserError
 from rltrain.seeds.optim import SeedAdam, SeedRMSprop
 from rltrain.seeds.rng import SeedStreams
@@ -16,9 +17,9 @@ from rltrain.seeds.stacked import NotStackable, StackedActorCritic
 def _optimizer(params: list[torch.Tensor], optimizers: list[Any]) -> SeedAdam | SeedRMSprop:
     """The per-seed form of the members' optimizer (Adam, or A2C's RMSprop)."""
     kind = type(getattr(optimizers[0], "built", optimizers[0]))
-    if kind is torch.optim.Adam:
+    if kind is FusedAdam or kind is torch.optim.Adam:
         return SeedAdam(params, optimizers)
-    if kind is torch.optim.RMSprop:
+    if kind is RMSprop or kind is torch.optim.RMSprop:
         return SeedRMSprop(params, optimizers)
     raise UserError(f"num_seeds > 1 cannot batch a {kind.__name__} optimizer; use num_seeds=1")
 

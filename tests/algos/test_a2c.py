@@ -7,6 +7,7 @@ import torch
 
 from rltrain.algos.a2c import A2C
 from rltrain.algos.configs.a2c import A2CConfig
+from rltrain.algos.optim import FusedAdam, RMSprop
 from rltrain.buffers.rollout import RolloutBuffer, compute_gae
 from rltrain.config import TrainConfig
 from rltrain.errors import UserError
@@ -53,9 +54,9 @@ def test_one_update_per_rollout_changes_parameters(spec):
 def test_optimizer_is_selected_by_config():
     rms = make_a2c(optimizer="rmsprop", lr=1e-3)
     adam = make_a2c(optimizer="adam", lr=1e-3)
-    assert isinstance(rms.optimizer.built, torch.optim.RMSprop)
+    assert isinstance(rms.optimizer, RMSprop)
     assert rms.optimizer.defaults["alpha"] == 0.99 and rms.optimizer.defaults["eps"] == 1e-5
-    assert isinstance(adam.optimizer.built, torch.optim.Adam)
+    assert isinstance(adam.optimizer, FusedAdam)
     assert adam.optimizer.defaults["eps"] == 1e-5
 
 

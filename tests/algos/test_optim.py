@@ -1,5 +1,5 @@
-"""The lean Adam step and gradient clip (`rltrain/algos/optim.py`) give torch's results bit for
-bit, keep torch's state format, and hand anything they do not cover back to torch."""
+"""`FusedAdam` and the lean gradient clip (`rltrain/algos/optim.py`) give torch's results bit for
+bit and keep torch's state format; Adam falls back to torch's own where no fused kernel exists."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from rltrain.algos.optim import LazyAdam, _fused_adam_lists, adam, clip_grad_norm
+from rltrain.algos import optim
+from rltrain.algos.optim import FusedAdam, adam, clip_grad_norm
 from rltrain.registry import ALGOS
 from rltrain.types import EnvSpec, RolloutBatch, TransitionBatch
 
@@ -30,7 +31,7 @@ def train(model: nn.Module, opt, steps: int, clip: float | None = None) -> list[
         ((model(x) - y) ** 2).mean().mul(50.0).backward()
         if clip is not None:
             norms.append(float(clip_grad_norm(list(model.parameters()), clip)
-                               if isinstance(opt, LazyAdam)
+                               if isinstance(opt, FusedAdam)
                                else nn.utils.clip_grad_norm_(model.parameters(), clip,
                                                              foreach=True)))
         opt.step()
@@ -57,23 +58,29 @@ def test_lean_step_and_clip_equal_torchs_bit_for_bit(clip):
         assert max(train(net(), fused_adam(net()), 3, clip)) > 0.5
 
 
-def test_the_lean_path_runs_after_the_first_step_and_state_moves_both_ways():
-    model = net()
-    lean = adam(model.parameters(), 1e-2)
-    model(torch.ones(1, 4)).sum().backward()
-    assert _fused_adam_lists(lean.built) is None  # no state yet: torch's step makes it
-    lean.step()
-    lists = _fused_adam_lists(lean.built)
-    assert lists is not None and len(lists[0]) == 4
-    assert float(lists[4][0]) == 1.0
-    lean.step()
-    assert float(lean.state_dict()["state"][0]["step"]) == 2.0  # the lean step counted
-    # a torch Adam continues from the lean one's state, and the other way round
-    other = fused_adam(copy.deepcopy(model))
-    other.load_state_dict(lean.state_dict())
-    back = adam(model.parameters(), 1e-2)
-    back.load_state_dict(other.state_dict())
-    assert float(back.state_dict()["state"][0]["step"]) == 2.0
+def test_state_moves_both_ways_and_training_goes_on_bit_for_bit():
+    ours, theirs = net(), net()
+    lean, reference = adam(ours.parameters(), 1e-2), fused_adam(theirs)
+    train(ours, lean, 3)
+    train(theirs, reference, 3)
+    # swap: each continues from the other's state, on a copy of the other's network
+    ours2, theirs2 = copy.deepcopy(theirs), copy.deepcopy(ours)
+    lean2, reference2 = adam(ours2.parameters(), 1.0), fused_adam(theirs2)
+    lean2.load_state_dict(reference.state_dict())
+    reference2.load_state_dict(lean.state_dict())
+    assert float(lean2.state_dict()["state"][0]["step"]) == 3.0
+    assert lean2.param_groups[0]["lr"] == reference.param_groups[0]["lr"]  # the saved lr, as torch
+    train(ours2, lean2, 4)
+    train(theirs2, reference2, 4)
+    assert all(torch.equal(a, b) for a, b in zip(ours2.parameters(), theirs2.parameters(),
+                                                 strict=True))
+    # the loaded state is a copy: stepping does not write into the dict it came from
+    saved = lean2.state_dict()
+    before = saved["state"][0]["exp_avg"].clone()
+    fresh = adam(net().parameters(), 1e-2)
+    fresh.load_state_dict(saved)
+    train(ours2, lean2, 1)
+    assert torch.equal(fresh.state_dict()["state"][0]["exp_avg"], before)
 
 
 def test_zero_grad_drops_every_gradient_or_zeroes_them_when_asked():
@@ -86,38 +93,81 @@ def test_zero_grad_drops_every_gradient_or_zeroes_them_when_asked():
     assert all(p.grad is None for p in model.parameters())
 
 
-def test_hooks_amsgrad_and_frozen_parameters_take_torchs_own_step():
+def test_a_parameter_without_a_gradient_keeps_its_value_and_state_as_torch_does():
+    ours, theirs = net(), net()
+    lean, reference = adam(ours.parameters(), 1e-2), fused_adam(theirs)
+    for model, opt in ((ours, lean), (theirs, reference)):
+        model(torch.ones(2, 4)).sum().backward()
+        opt.step()
+        model[2].bias.grad = None
+        before = model[2].bias.detach().clone()
+        opt.step()
+        assert torch.equal(model[2].bias, before)
+    mine, its = lean.state_dict()["state"], reference.state_dict()["state"]
+    assert float(mine[3]["step"]) == float(its[3]["step"]) == 1.0  # the bias skipped step two
+    assert float(mine[0]["step"]) == 2.0
+    assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), theirs.parameters(),
+                                                 strict=True))
+
+
+def test_parameters_of_two_dtypes_step_as_torchs_fused_adam_steps_them():
+    def pair() -> list[nn.Parameter]:
+        torch.manual_seed(3)
+        return [nn.Parameter(torch.randn(5)), nn.Parameter(torch.randn(3, dtype=torch.float64))]
+
+    ours, theirs = pair(), pair()
+    lean = adam(ours, 1e-2)
+    reference = torch.optim.Adam(theirs, lr=1e-2, fused=True)
+    for _ in range(3):
+        for params, opt in ((ours, lean), (theirs, reference)):
+            opt.zero_grad()
+            (params[0].pow(3).sum() + params[1].sin().sum()).backward()
+            opt.step()
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+    assert lean.state_dict()["state"][1]["exp_avg"].dtype == torch.float64
+
+
+@pytest.mark.parametrize("damage", ["one parameter fewer", "another shape", "amsgrad",
+                                    "weight decay", "a missing moment"])
+def test_a_state_that_does_not_fit_is_refused_with_a_value_error(damage):
     model = net()
     lean = adam(model.parameters(), 1e-2)
-    model(torch.ones(1, 4)).sum().backward()
-    lean.step()
-    calls = []
-    handle = lean.built.register_step_pre_hook(lambda *_: calls.append(1))
-    assert _fused_adam_lists(lean.built) is None
-    lean.step()
-    assert calls == [1]  # torch's step ran the hook
-    handle.remove()
-    assert _fused_adam_lists(lean.built) is not None
-    lean.built.param_groups[0]["amsgrad"] = True
-    assert _fused_adam_lists(lean.built) is None
-    lean.built.param_groups[0]["amsgrad"] = False
-    # a parameter without a gradient is skipped, as torch skips it
-    before = model[2].bias.detach().clone()
-    model[2].bias.grad = None
-    assert len(_fused_adam_lists(lean.built)[0]) == 3
-    lean.step()
-    assert torch.equal(model[2].bias, before)
+    train(model, lean, 1)
+    saved = copy.deepcopy(lean.state_dict())
+    group, state = saved["param_groups"][0], saved["state"]
+    if damage == "one parameter fewer":
+        group["params"].pop()
+    elif damage == "another shape":
+        state[0]["exp_avg"] = torch.zeros(2, 2)
+    elif damage == "amsgrad":
+        group["amsgrad"] = True
+    elif damage == "weight decay":
+        group["weight_decay"] = 0.1
+    else:
+        del state[1]["exp_avg_sq"]
+    kept = copy.deepcopy(lean.state_dict())
+    with pytest.raises(ValueError):
+        lean.load_state_dict(saved)
+    after = lean.state_dict()  # a refused state changes nothing
+    assert after["param_groups"] == kept["param_groups"]
+    assert all(torch.equal(after["state"][k][n], t) for k, s in kept["state"].items()
+               for n, t in s.items())
 
 
-def test_unfused_adam_steps_as_torch_does():
+def test_without_a_fused_kernel_adam_is_torchs_own_built_on_first_use(monkeypatch):
+    monkeypatch.setattr(optim, "has_fused_adam", lambda device, dtype: False)
     model = net()
-    plain = LazyAdam(lambda: torch.optim.Adam(model.parameters(), lr=1e-2))  # not fused
+    plain = optim.adam(model.parameters(), 1e-2)
+    assert isinstance(plain, optim.LazyOptimizer)
     model(torch.ones(1, 4)).sum().backward()
     plain.step()
-    assert _fused_adam_lists(plain.built) is None
-    before = [p.detach().clone() for p in model.parameters()]
-    plain.step()
-    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert type(plain.built) is torch.optim.Adam and not plain.built.param_groups[0]["fused"]
+
+
+def test_this_torch_build_has_the_fused_cpu_kernel():
+    # rltrain pins torch >= 2.4 in its install path; without the kernel every run would fall
+    # back to torch.optim (and pay its torch._dynamo import)
+    assert optim.has_fused_adam(torch.device("cpu"), torch.float32)
 
 
 def test_clip_of_mixed_dtypes_and_no_gradients_falls_back_to_torch():
@@ -131,23 +181,41 @@ def test_clip_of_mixed_dtypes_and_no_gradients_falls_back_to_torch():
     assert clip_grad_norm([nn.Parameter(torch.ones(2))], 1.0).item() == 0.0
 
 
-@pytest.mark.parametrize("algo", ["dqn", "sac", "td3", "ddpg", "ppo", "a2c"])
-def test_the_algorithms_take_the_lean_step(algo, monkeypatch):
-    # after the first (torch's own) step, every Adam of the algorithm is on the lean path: a
-    # change that silently sent them back to torch.optim's step would fail here
-    torchs_steps: list[int] = []
-    own_step = torch.optim.Adam.step
+def test_rmsprop_steps_as_torchs_bit_for_bit_and_their_states_interchange():
+    ours, theirs = net(), net()
+    lean = optim.RMSprop(list(ours.parameters()), 1e-2, alpha=0.99, eps=1e-5)
+    reference = torch.optim.RMSprop(theirs.parameters(), lr=1e-2, alpha=0.99, eps=1e-5)
+    assert train(ours, lean, 25, 0.5) == train(theirs, reference, 25, 0.5)
+    assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), theirs.parameters(),
+                                                 strict=True))
+    mine, its = lean.state_dict(), reference.state_dict()
+    assert mine["param_groups"] == its["param_groups"]
+    assert all(torch.equal(mine["state"][k][n], t) for k, s in its["state"].items()
+               for n, t in s.items())
+    back = optim.RMSprop(list(net().parameters()), 1.0, alpha=0.5, eps=1.0)
+    back.load_state_dict(its)
+    assert back.param_groups[0]["alpha"] == 0.99 and float(back.state[
+        back.param_groups[0]["params"][0]]["step"]) == 25.0
+    momentum = copy.deepcopy(its)
+    momentum["param_groups"][0]["momentum"] = 0.9
+    with pytest.raises(ValueError, match="momentum"):
+        back.load_state_dict(momentum)
 
-    def counted(self, *args, **kwargs):
-        torchs_steps.append(id(self))
-        return own_step(self, *args, **kwargs)
 
-    monkeypatch.setattr(torch.optim.Adam, "step", counted)
+@pytest.mark.parametrize(("algo", "extra"), [("dqn", {}), ("sac", {}), ("td3", {}), ("ddpg", {}),
+                                             ("ppo", {}), ("a2c", {}),
+                                             ("a2c", {"optimizer": "adam"})])
+def test_the_algorithms_never_build_a_torch_optim_optimizer(algo, extra, monkeypatch):
+    # a change that sent an algorithm back to torch.optim would import torch._dynamo again (a
+    # second of every run's start) and fail here
+    def refused(*args, **kwargs):
+        raise AssertionError("a torch.optim optimizer was built")
+
+    monkeypatch.setattr(torch.optim.Optimizer, "__init__", refused)
     spec = ALGOS[algo]
     discrete = algo in ("dqn", "ppo", "a2c")
     env = EnvSpec((3,), "discrete" if discrete else "box", 2, 4)
-    cfg = spec.config(hidden_sizes=[8, 8], **({"optimizer": "adam"} if algo == "a2c" else {}))
-    agent = spec.build(cfg, env)
+    agent = spec.build(spec.config(hidden_sizes=[8, 8], **extra), env)
     g = torch.Generator().manual_seed(0)
     actions = torch.randint(0, 2, (16,), generator=g) if discrete else torch.rand(16, 2) * 2 - 1
     for step in range(3):
@@ -157,7 +225,7 @@ def test_the_algorithms_take_the_lean_step(algo, monkeypatch):
         else:
             agent.update(RolloutBatch(torch.randn(16, 3), actions, -torch.rand(16),
                                       torch.randn(16), torch.randn(16), torch.randn(16)))
-    optimizers = [v for v in vars(agent).values() if isinstance(v, LazyAdam)]
-    assert optimizers and all(_fused_adam_lists(o.built) is not None for o in optimizers)
-    # torch's step ran once per optimizer (the first step, which makes the state), never again
-    assert sorted(torchs_steps) == sorted(id(o.built) for o in optimizers)
+    optimizers = [v for v in vars(agent).values() if isinstance(v, FusedAdam | optim.RMSprop)]
+    assert optimizers and not [v for v in vars(agent).values()
+                               if isinstance(v, optim.LazyOptimizer)]
+    assert all(float(o.state_dict()["state"][0]["step"]) >= 1 for o in optimizers)
