@@ -30,7 +30,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from rltrain.envs.families import register_on_demand, require_extra
+from rltrain.envs.families import family_of, register_on_demand, require_extra
+from rltrain.envs.mujoco_log import route_mujoco_warnings
 from rltrain.errors import UserError
 from rltrain.text import closest
 
@@ -79,6 +80,8 @@ def resolve_env_id(env_id: str, imports: Iterable[str] = ()) -> EnvSource:
         register_on_demand(env_id)  # ALE/ ids: registered by importing ale-py, only when used
         check_registered(env_id)
         require_extra(env_id)  # MuJoCo, Box2D, Atari: one line naming the pip extra
+        if family_of(env_id) == "mujoco":
+            route_mujoco_warnings()  # its C-level warnings as log lines, once each
         return EnvSource(env_id)
     module_name, _, name = env_id.partition(":")
     if not module_name or not name or ":" in name:
