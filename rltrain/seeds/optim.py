@@ -1,15 +1,18 @@
 """Adam and gradient-norm clipping over parameters stacked `[S, ...]`, per seed.
 
-Each seed's single run clips its gradients to a global norm and steps `torch.optim.Adam`. Here
+Each seed's single run clips its gradients to a global norm and steps its Adam. Here
 the same two steps run on all seeds' stacked tensors at once, with the norm, the clip factor and
 Adam's step count kept per seed; a seed that is not `active` (its KL stopped its epochs) keeps
 its parameters and moments as they were. The state is copied to and from each seed's own
-`torch.optim.Adam` (`copy_to`, `copy_from`), so a seed's checkpoint is its single run's.
+optimizer (`copy_to`, `copy_from`: rltrain's `FusedAdam` / `RMSprop`, or torch's, which keep
+state alike), so a seed's checkpoint is its single run's.
 """
 
 from __future__ import annotations
 
 import torch
+
+from rltrain.algos.optim import Optimizer
 
 
 def _per_seed(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -47,7 +50,7 @@ class _SeedOptimizer:
 
     STATE: tuple[str, ...] = ()
 
-    def __init__(self, params: list[torch.Tensor], optimizers: list[torch.optim.Optimizer]):
+    def __init__(self, params: list[torch.Tensor], optimizers: list[Optimizer]):
         self.params = params
         self.lr: float = optimizers[0].param_groups[0]["lr"]
         self.state = {name: [torch.zeros_like(p) for p in params] for name in self.STATE}
@@ -60,7 +63,7 @@ class _SeedOptimizer:
             p.grad = None
 
     @torch.no_grad()
-    def copy_to(self, k: int, optimizer: torch.optim.Optimizer) -> None:
+    def copy_to(self, k: int, optimizer: Optimizer) -> None:
         """Seed k's state and step count into its own optimizer (for its checkpoint)."""
         for i, p in enumerate(optimizer.param_groups[0]["params"]):
             state = optimizer.state[p]
@@ -73,7 +76,7 @@ class _SeedOptimizer:
         optimizer.param_groups[0]["lr"] = self.lr
 
     @torch.no_grad()
-    def copy_from(self, k: int, optimizer: torch.optim.Optimizer) -> None:
+    def copy_from(self, k: int, optimizer: Optimizer) -> None:
         """Seed k's state and step count from its own optimizer (fresh: zeros)."""
         for i, p in enumerate(optimizer.param_groups[0]["params"]):
             state = optimizer.state.get(p) or {}
@@ -89,7 +92,7 @@ class SeedAdam(_SeedOptimizer):
 
     STATE = ("exp_avg", "exp_avg_sq")
 
-    def __init__(self, params: list[torch.Tensor], optimizers: list[torch.optim.Optimizer]):
+    def __init__(self, params: list[torch.Tensor], optimizers: list[Optimizer]):
         group = optimizers[0].param_groups[0]
         self.betas: tuple[float, float] = group["betas"]
         self.eps: float = group["eps"]
@@ -112,7 +115,7 @@ class SeedAdam(_SeedOptimizer):
         step_size = (self.lr / (1 - beta1 ** steps)).to(torch.float32)
         bias2_sqrt = (1 - beta2 ** steps).sqrt().to(torch.float32)
         params, grads, ms, vs = self._live()
-        # the per-parameter ops of one seed's `torch.optim.Adam` step, as foreach calls over all
+        # the per-parameter ops of one seed's Adam step, as foreach calls over all
         # parameters (one C++ loop each instead of ~8 Python-dispatched ops per parameter)
         torch._foreach_lerp_(ms, grads, 1 - beta1)
         torch._foreach_mul_(vs, beta2)
@@ -164,12 +167,12 @@ class SeedAdam(_SeedOptimizer):
 
 
 class SeedRMSprop(_SeedOptimizer):
-    """RMSprop as `torch.optim.RMSprop` with its defaults beyond `alpha` and `eps` (no momentum,
+    """RMSprop as `torch.optim.RMSprop` (and rltrain's `RMSprop`) with its defaults beyond `alpha` and `eps` (no momentum,
     not centered, no weight decay: what A2C uses) over stacked leaf tensors, per seed."""
 
     STATE = ("square_avg",)
 
-    def __init__(self, params: list[torch.Tensor], optimizers: list[torch.optim.Optimizer]):
+    def __init__(self, params: list[torch.Tensor], optimizers: list[Optimizer]):
         group = optimizers[0].param_groups[0]
         if group["momentum"] or group["centered"] or group["weight_decay"]:
             raise ValueError("SeedRMSprop: momentum, centered and weight decay are not batched")
