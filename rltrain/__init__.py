@@ -17,7 +17,7 @@ def __getattr__(name: str) -> Any:
 
         return train
     if name == "evaluate":
-        from rltrain.evaluate import evaluate
+        from rltrain.evaluation import evaluate
 
         return evaluate
     if name == "Runner":

@@ -261,7 +261,7 @@ def eval_command(argv: list[str]) -> dict:
     """`rltrain eval ckpt=... [episodes=N deterministic=false seed=S device=... video=true]`."""
     from rltrain.config import to_command_config
     from rltrain.config_store import register_configs
-    from rltrain.evaluate import evaluate
+    from rltrain.evaluation import evaluate
     from rltrain.overrides import compose_checked
 
     register_configs(env_ids=[])

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from rltrain import checkpoint
 from rltrain.errors import UserError
-from rltrain.evaluate import evaluate
+from rltrain.evaluation import evaluate
 from rltrain.payload import EVAL, RESUME, check_payload
 from rltrain.runner.runner import Runner
 from tests.e2e.harness import assert_refused, run_cli

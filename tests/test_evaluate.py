@@ -13,7 +13,7 @@ from rltrain.algos.ppo import PPO
 from rltrain.config import EnvConfig, config_to_dict
 from rltrain.envs.make import make_env
 from rltrain.errors import UserError
-from rltrain.evaluate import eval_metrics, evaluate, run_episodes
+from rltrain.evaluation import eval_metrics, evaluate, run_episodes
 from rltrain.run_dir import RunDir
 
 
@@ -126,3 +126,21 @@ def test_an_episode_that_never_ends_is_cut_and_the_evaluation_ends(counter_env_i
     assert result["episodes"] == 2 and result["lengths"] == [5, 5]  # one cut episode per row
     assert result["returns"] == [15.0, 15.0]  # rewards 1 + 2 + 3 + 4 + 5, raw
     assert "ran 5 steps without ending" in caplog.text and "env.max_episode_steps" in caplog.text
+
+
+def test_package_names_are_the_api_functions_after_every_submodule_is_loaded():
+    """README's `from rltrain import train, evaluate, Runner`: a submodule of the same name,
+    once imported (training imports them all), would shadow the lazy name on the package."""
+    import importlib
+    import pkgutil
+
+    import rltrain
+
+    for mod in pkgutil.walk_packages(rltrain.__path__, "rltrain."):
+        if not mod.name.startswith(("rltrain.__main__", "rltrain.torchrun")):
+            importlib.import_module(mod.name)
+    from rltrain import Runner, evaluate, train
+    from rltrain.api import train as api_train
+    from rltrain.runner.runner import Runner as RunnerClass
+
+    assert evaluate is rltrain.evaluation.evaluate and train is api_train and Runner is RunnerClass

@@ -17,7 +17,7 @@ from rltrain.algos.ppo import PPO
 from rltrain.config import EnvConfig, config_to_dict
 from rltrain.envs.make import make_env
 from rltrain.errors import UserError
-from rltrain.evaluate import episode_targets, evaluate, run_episodes
+from rltrain.evaluation import episode_targets, evaluate, run_episodes
 from rltrain.video import Mp4Writer, count_frames, make_recording_env, read_frame
 
 LAMP_ID = "rltrain_test/Lamp-v0"

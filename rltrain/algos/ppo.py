@@ -149,7 +149,7 @@ class PPO:
             return [(perm[i:i + self.cfg.batch_size], None)
                     for i in range(0, size, self.cfg.batch_size)]
         states, starts = recorded
-        seq_len = sequence_length(starts.shape[0], self.cfg.bptt_len)
+        seq_len = sequence_length(starts.shape[0], self.cfg.sequence_len())
         return [(seq.rows, seq) for seq in
                 sequence_minibatches(states, starts, seq_len, self.cfg.batch_size)]
 

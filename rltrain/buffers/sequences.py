@@ -1,8 +1,8 @@
 """Recurrent rollouts: the hidden state and episode starts each acting step saw, and minibatches
 of whole sequences for truncated backpropagation through time.
 
-A rollout of T steps x N envs is cut, per env, into T / S sequences of S steps (S = `bptt_len`,
-or T). A sequence starts from the state stored at its first step; inside it, the state is
+A rollout of T steps x N envs is cut, per env, into T / S sequences of S steps (S = `PPOConfig.sequence_len`,
+or T for a last, shortened rollout that S does not divide). A sequence starts from the state stored at its first step; inside it, the state is
 zeroed wherever an episode starts, exactly as acting did. The rows of the flattened
 `RolloutBatch` are `t * N + n`, so a sequence's rows are found by arithmetic, not copied.
 """

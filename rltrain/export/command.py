@@ -33,7 +33,7 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
     `named`: the user code named on the command line (see `envs/trust.py`).
     """
     from rltrain.envs.make import make_env
-    from rltrain.evaluate import build_agent, load_checkpoint
+    from rltrain.evaluation import build_agent, load_checkpoint
 
     formats.check_format(fmt)  # a missing extra fails before anything is loaded
     if check_samples <= 0:

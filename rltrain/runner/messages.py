@@ -26,6 +26,11 @@ def say_start(cfg: TrainConfig, total: int, num_envs: int, device: torch.device,
     envs = plural(num_envs, "env") + (f": {ranks} ranks x {num_envs // ranks}" if ranks > 1 else "")
     log.info("training %s on %s for %s (%s, device %s) -> %s", cfg.algo.name, cfg.env.id,
              plural(total, "env step"), envs, device, run_dir)
+    if getattr(cfg.algo, "recurrent", "none") != "none":
+        seq = cfg.algo.sequence_len()
+        log.info("recurrent %s core (%d units): trains on sequences of %s (algo.bptt_len%s)",
+                 cfg.algo.recurrent, cfg.algo.recurrent_hidden_size, plural(seq, "step"),
+                 "" if cfg.algo.bptt_len else "=0: gcd of algo.n_steps and algo.batch_size")
     if cfg.preset is None:
         log.info("no tuned preset for (%s, %s); using defaults: %s", cfg.algo.name, cfg.env.id,
                  defaults_that_matter(cfg, num_envs))

@@ -102,7 +102,7 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
     """Put a freshly built run (`ctx`, `schedule`, `ctx.replay`) back into the state stored in
     `payload` (checked first: a missing or mistyped field is a one-line `UserError`, before
     anything is changed)."""
-    from rltrain.evaluate import load_algo
+    from rltrain.evaluation import load_algo
     from rltrain.payload import RESUME, check_fits, check_payload
 
     where = cfg.resume if cfg.resume not in (None, "", "auto") else "the checkpoint to resume"

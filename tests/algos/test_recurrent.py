@@ -190,7 +190,7 @@ def test_ppo_lstm_without_a_preset_has_defaults_that_fit_together(tmp_path):
 
 def test_a_damaged_saved_recurrent_state_is_refused_in_one_line(tmp_path):
     from rltrain.errors import UserError as Refused
-    from rltrain.evaluate import load_algo
+    from rltrain.evaluation import load_algo
 
     ppo = PPO(PPOConfig(recurrent="gru", recurrent_hidden_size=8, hidden_sizes=[8]), SPEC)
     state = ppo.state_dict()
@@ -200,3 +200,30 @@ def test_a_damaged_saved_recurrent_state_is_refused_in_one_line(tmp_path):
     state["rnn_state"] = torch.ones(1, 7, 16)  # another env count: not this run's, zeros kept
     load_algo(ppo, state, tmp_path / "x.pt")
     assert not ppo.rnn_state.any()
+
+
+@pytest.mark.parametrize("n_steps, batch_size, bptt_len, expected", [
+    (2048, 64, 0, 64),    # PPO's defaults with a core: minibatches shorter than the rollout
+    (128, 128, 0, 128),   # ppo_lstm: one whole rollout per sequence, as before
+    (16, 48, 0, 16),      # minibatches of three whole rollouts
+    (24, 36, 0, 12),
+    (64, 768, 32, 32),    # bptt_len set: kept
+])
+def test_bptt_len_zero_picks_the_longest_sequence_that_tiles_rollout_and_minibatch(
+        n_steps, batch_size, bptt_len, expected):
+    cfg = compose_train_config(["algo=ppo", "algo.recurrent=gru", f"algo.n_steps={n_steps}",
+                                f"algo.batch_size={batch_size}", f"algo.bptt_len={bptt_len}",
+                                "env.num_envs=12"])
+    assert cfg.algo.sequence_len() == expected
+
+
+def test_readme_recurrent_command_runs_with_ppo_defaults(tmp_path, caplog):
+    """README: `rltrain algo=ppo algo.recurrent=gru env=pendulum_novel ...`, no preset: PPO's
+    n_steps 2048 and batch_size 64 train on 64-step sequences, and the start lines say so."""
+    cfg = compose_train_config(["algo=ppo", "algo.recurrent=gru", "env=pendulum_novel",
+                                "algo.recurrent_hidden_size=32", "total_timesteps=256",
+                                "eval.episodes=1", "logger=none", "progress=off"])
+    assert cfg.preset is None and (cfg.algo.n_steps, cfg.algo.batch_size) == (2048, 64)
+    with caplog.at_level("INFO", logger="rltrain"):
+        Runner(cfg, tmp_path).run()
+    assert "recurrent gru core (32 units): trains on sequences of 64 steps" in caplog.text

@@ -13,7 +13,7 @@ import torch
 
 from rltrain import checkpoint, train
 from rltrain.envs.make import make_env
-from rltrain.evaluate import build_agent, evaluate, load_checkpoint
+from rltrain.evaluation import build_agent, evaluate, load_checkpoint
 from rltrain.export.command import export_policy
 
 QUIET = ["logger=none", "progress=off", "eval.episodes=2", "eval.num_envs=2", "eval.freq=0",

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from rltrain import checkpoint
-from rltrain.evaluate import evaluate
+from rltrain.evaluation import evaluate
 from rltrain.export.command import export_policy
 
 ROOT = Path(__file__).resolve().parents[2]

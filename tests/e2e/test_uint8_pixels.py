@@ -10,7 +10,7 @@ from rltrain import checkpoint, train
 from rltrain.buffers.replay import ReplayBuffer
 from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.envs.make import make_env
-from rltrain.evaluate import build_agent, load_checkpoint
+from rltrain.evaluation import build_agent, load_checkpoint
 from tests.e2e.test_networks import PIXELS, TRAINERS  # the same tiny pixel runs
 
 

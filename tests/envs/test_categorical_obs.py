@@ -15,7 +15,7 @@ from rltrain.config_checks import to_train_config
 from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import EnvError, UserError
-from rltrain.evaluate import evaluate
+from rltrain.evaluation import evaluate
 from rltrain.nets.encoder import OneHot
 from rltrain.registry import ALGOS
 from rltrain.runner.runner import Runner

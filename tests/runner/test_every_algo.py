@@ -12,7 +12,7 @@ from rltrain import checkpoint
 from rltrain.compose import compose_train_config
 from rltrain.config import TrainConfig
 from rltrain.config_checks import to_train_config
-from rltrain.evaluate import build_agent
+from rltrain.evaluation import build_agent
 from rltrain.registry import ALGOS
 from rltrain.runner.runner import Runner
 

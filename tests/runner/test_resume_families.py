@@ -17,7 +17,7 @@ import torch
 from rltrain import checkpoint
 from rltrain.envs.normalize import NormalizeObs, ScaleReward
 from rltrain.envs.trust import named_code
-from rltrain.evaluate import evaluate
+from rltrain.evaluation import evaluate
 from rltrain.export.command import export_policy
 from rltrain.nets.config import NetConfig
 from rltrain.payload import RESUME

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,13 @@ class PPOConfig(OnPolicyConfig):
     `enable_critic_lstm`)."""
     bptt_len: int = 0
     """Truncated backpropagation through time: each env's rollout is cut into sequences of this
-    many steps, each starting from the state stored when it was collected (0: n_steps)."""
+    many steps, each starting from the state stored when it was collected (0: the longest that
+    tiles both the rollout and the minibatches, gcd(n_steps, batch_size): the whole rollout
+    when batch_size is a multiple of n_steps)."""
+
+    def sequence_len(self) -> int:
+        """S, the steps of each training sequence of a recurrent policy (see `bptt_len`)."""
+        return self.bptt_len or math.gcd(self.n_steps, self.batch_size)
 
     def validate(self, cfg: Any) -> None:
         """Cross-field checks against the run config."""
@@ -74,8 +81,8 @@ class PPOConfig(OnPolicyConfig):
             if getattr(self, name) <= 0:
                 raise UserError(f"algo.{name}={getattr(self, name)} must be > 0")
         if self.bptt_len < 0:
-            raise UserError(f"algo.bptt_len={self.bptt_len} must be >= 0 (0: n_steps)")
-        seq = self.bptt_len or self.n_steps
+            raise UserError(f"algo.bptt_len={self.bptt_len} must be >= 0 (0: automatic)")
+        seq = self.sequence_len()
         if self.recurrent != "none" and (self.n_steps % seq or self.batch_size % seq):
             raise UserError(f"algo.bptt_len={seq} must divide algo.n_steps={self.n_steps} and "
                             f"algo.batch_size={self.batch_size} (minibatches of whole sequences)")
