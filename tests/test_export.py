@@ -105,8 +105,9 @@ def test_normalization_is_folded_into_the_export(runs):
 
 
 @pytest.mark.parametrize("name", list(ALGOS))
-def test_every_algorithm_exports_to_torchscript(name, tmp_path):
-    """Untrained policies of every registered algorithm, with stored normalizer statistics."""
+def test_every_algorithm_exports_to_torchscript(name, tmp_path, recwarn):
+    """Untrained policies of every registered algorithm, with stored normalizer statistics;
+    tracing them warns of nothing (a TracerWarning means a Python branch on a traced value)."""
     env_id = "CartPole-v1" if name == "dqn" else "Pendulum-v1"
     spec = ALGOS[name]
     cfg = validate(TrainConfig(algo=spec.config(name=name, hidden_sizes=[16]),
@@ -123,6 +124,7 @@ def test_every_algorithm_exports_to_torchscript(name, tmp_path):
     result = export_policy(path, "torchscript", check_samples=200)
     assert result["ok"] and result["normalized_obs"]
     assert result["action_shape"] == ([] if name == "dqn" else [1])
+    assert not [w for w in recwarn if issubclass(w.category, torch.jit.TracerWarning)]
 
 
 def test_box_actions_are_clipped_and_rescaled_like_the_env():

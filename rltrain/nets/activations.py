@@ -48,7 +48,8 @@ def _graph_capture() -> bool:
 
 def tanh(x: torch.Tensor) -> torch.Tensor:
     """`torch.tanh(x)`, through `2 sigmoid(2x) - 1` for a large CPU tensor (module docstring)."""
-    if x.numel() < FAST_TANH_NUMEL or x.device.type != "cpu" or _graph_capture():
+    # graph capture first: under torch.jit.trace, `numel()` is a traced value (a TracerWarning)
+    if _graph_capture() or x.device.type != "cpu" or x.numel() < FAST_TANH_NUMEL:
         return torch.tanh(x)
     if x.requires_grad and torch.is_grad_enabled():
         return _FastTanh.apply(x)

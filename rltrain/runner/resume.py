@@ -112,6 +112,10 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
     if world.rank > 0:  # this rank's own parts, checked as closely as rank 0's
         check_payload(payload, where, RESUME)
     check_fits(payload, ctx.env.spec, ctx.replay.capacity if ctx.replay is not None else 0, where)
+    done, total = payload["counters"]["global_step"], ctx.state.total_timesteps
+    if done > total:  # it would write final.pt at once, as if the run had ended there
+        raise UserError(f"resume: {where} has trained {done:,} env steps, more than "
+                        f"total_timesteps={total:,}; give total_timesteps={done:,} or more")
     load_algo(ctx.algo, payload["algo"], Path(run_dir))
     resumed = load_resume_state(ctx.env, payload["env"])
     counters, s = payload["counters"], ctx.state

@@ -139,6 +139,29 @@ def test_env_kwarg_of_the_wrong_type_is_one_line(tmp_path, monkeypatch, capfd):
     assert_refused(result, EXIT_USAGE, "env FrozenLake-v1: TypeError: unsupported operand")
 
 
+@pytest.mark.parametrize("entry_point, fragment", [
+    ("rltrain_no_such_module:Env", "No module named 'rltrain_no_such_module'"),
+    ("tests.e2e.test_bad_values:needs_missing_package", "DependencyNotInstalled: pip install x"),
+])
+def test_env_that_needs_a_missing_package_is_one_line(entry_point, fragment, tmp_path,
+                                                      monkeypatch, capfd):
+    """gymnasium ids such as phys2d/CartPole-v1 (jax) or GymV21Environment-v0 (shimmy)."""
+    import gymnasium as gym
+
+    monkeypatch.setitem(gym.registry, "NeedsMissing-v0",
+                        gym.envs.registration.EnvSpec("NeedsMissing-v0", entry_point))
+    argv = [*tiny(["env=NeedsMissing-v0"]), f"hydra.run.dir={tmp_path / 'run'}"]
+    result = run_cli(argv, tmp_path, monkeypatch, capfd)
+    assert_refused(result, EXIT_USAGE, "env NeedsMissing-v0 needs a package that is not installed")
+    assert fragment in result.err
+
+
+def needs_missing_package(**kwargs: object) -> None:
+    import gymnasium as gym
+
+    raise gym.error.DependencyNotInstalled("pip install x")
+
+
 def test_report_of_only_unreadable_runs_is_one_line(tmp_path, monkeypatch, capfd):
     run = tmp_path / "sweep" / "0"
     (run / ".hydra").mkdir(parents=True)

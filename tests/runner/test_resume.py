@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,22 @@ def train_with_a_stop(cfg: TrainConfig, run_dir: Path, step: int) -> dict:
     assert stopped["counters"]["global_step"] == step
     assert not (run_dir / "checkpoints" / "final.pt").exists()
     return Runner(cfg, run_dir, resume_from=stopped).run()
+
+
+def test_resume_with_a_budget_below_the_steps_done_is_refused_and_changes_nothing(
+        tmp_path, tiny_cfg):
+    """Else the run would end at once with final.pt, as if it had been asked for fewer steps."""
+    run = tmp_path / "run"
+    Runner(ppo_cfg(tiny_cfg), run, callbacks={"post_iteration": [stop_at(96)]}).run()
+    latest = (run / "checkpoints" / "latest.pt").read_bytes()
+    stopped = checkpoint.load(run / "checkpoints" / "latest.pt")
+    with pytest.raises(UserError, match="has trained 96 env steps, more than "
+                                        "total_timesteps=64; give total_timesteps=96 or more"):
+        Runner(replace(ppo_cfg(tiny_cfg), total_timesteps=64), run, resume_from=stopped)
+    assert (run / "checkpoints" / "latest.pt").read_bytes() == latest
+    assert not (run / "checkpoints" / "final.pt").exists()
+    result = Runner(replace(ppo_cfg(tiny_cfg), total_timesteps=96), run, resume_from=stopped).run()
+    assert result["step"] == 96 and (run / "checkpoints" / "final.pt").exists()
 
 
 def assert_same_run(a: Path, b: Path) -> None:
