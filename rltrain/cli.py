@@ -78,7 +78,12 @@ def main() -> None:
 
 def train_command(argv: list[str]) -> None:
     """Validate the overrides, then hand over to Hydra (which also serves --help, --cfg, -m)."""
-    from rltrain.compose import compose_train_config, normalize_overrides, register_options
+    from rltrain.compose import (
+        check_sweep,
+        compose_train_config,
+        normalize_overrides,
+        register_options,
+    )
     from rltrain.run_target import (
         HYDRA_FLAGS,
         arg_value,
@@ -106,6 +111,8 @@ def train_command(argv: list[str]) -> None:
             return
     else:  # validated once, here; a single run's Hydra job reuses the result
         compose_train_config(argv, normalized=True)
+        if any(a in ("-m", "--multirun") for a in argv):
+            check_sweep(argv)  # the other values of its sweeps, before the first job runs
     extra = resume_run_dir(argv)
     check_writable([*argv, *extra])
     target = single_run_dir([*argv, *extra])

@@ -30,6 +30,7 @@ from rltrain.overrides import (
     first_of_sweeps,
     net_overrides,
     preset_overrides,
+    sweep_variants,
 )
 
 
@@ -78,6 +79,14 @@ def compose_train_config(overrides: list[str] | None = None, *,
     resolved: Any = OmegaConf.to_container(composed, resolve=True)
     _checked = _Checked(tuple(first), resolved, copy.deepcopy(train_cfg))
     return train_cfg
+
+
+def check_sweep(overrides: list[str]) -> None:
+    """A multirun: each value of its sweeps composed and checked as its jobs will be (the first
+    job's values are `compose_train_config`'s), so `algo=ppo,dqnn` is one line before any job
+    runs. Expects normalized overrides with their env options registered."""
+    for variant in sweep_variants([a for a in overrides if not a.startswith("-")]):
+        check_composed(compose_checked("config", variant))
 
 
 def composed_dict(overrides: list[str]) -> dict[str, Any]:

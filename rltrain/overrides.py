@@ -45,24 +45,58 @@ def check_composed(cfg: DictConfig) -> TrainConfig:
 def first_of_sweeps(overrides: list[str]) -> list[str]:
     """Replace each sweep (`a,b`, `range(...)`, `choice(...)`) by its first value; drop the rest
     of what only a sweeper understands (`interval(...)`, `hydra.*`)."""
+    return _sweeps(overrides)[0]
+
+
+def sweep_variants(overrides: list[str]) -> list[list[str]]:
+    """Command lines that between them give each value of the command line's sweeps once, the
+    other sweeps at their first value (`first_of_sweeps` is the first job's): every value a job
+    of the grid will get is then composed and checked before any job runs. A numeric sweep
+    gives its smallest and largest value (the checks of a number are ranges)."""
+    lines, sweeps = _sweeps(overrides)
+    out = []
+    for i, key, values in sweeps:
+        for value in _to_check(values)[1:]:  # values[0] is the one in `lines`
+            out.append([*lines[:i], f"{key}={value}", *lines[i + 1:]])
+    return out
+
+
+def _sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[int, str, list[str]]]]:
+    """(the overrides with each sweep at its first value, [(index, key, every value)]); what
+    only a sweeper understands (`interval(...)`, `hydra.*`) is dropped."""
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as exc:  # hydra's OverrideParseException and friends
         raise UserError(f"cannot parse overrides: {str(exc).splitlines()[0]}") from exc
-    out = []
+    lines: list[str] = []
+    sweeps: list[tuple[int, str, list[str]]] = []
     for ov in parsed:
         key = ov.get_key_element()
         if key.lstrip("+~").startswith("hydra"):
             continue
         if ov.is_sweep_override():
             try:
-                first = next(iter(ov.sweep_string_iterator()))
-            except Exception:  # interval() and other sweeper-only forms have no first value
+                values = list(ov.sweep_string_iterator())
+            except Exception:  # interval() and other sweeper-only forms have no values
                 continue
-            out.append(f"{key}={first}")
+            if not values:
+                continue
+            sweeps.append((len(lines), key, values))
+            lines.append(f"{key}={values[0]}")
         else:
-            out.append(ov.input_line)
-    return out
+            lines.append(ov.input_line)
+    return lines, sweeps
+
+
+def _to_check(values: list[str]) -> list[str]:
+    """`values` without repeats, first value first; only the first, smallest and largest when
+    every value is a number (`seed=range(1000)` composes three times, not a thousand)."""
+    try:
+        numbers = [float(v) for v in values]
+    except ValueError:
+        return list(dict.fromkeys(values))
+    ends = (values[numbers.index(min(numbers))], values[numbers.index(max(numbers))])
+    return list(dict.fromkeys((values[0], *ends)))
 
 
 def env_import_overrides(argv: list[str]) -> list[str]:

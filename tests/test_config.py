@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from importlib import resources
 
 import pytest
@@ -15,7 +16,7 @@ from rltrain.compose import compose_train_config, normalize_overrides, train_con
 from rltrain.config import AlgoConfig, EvalRunConfig, ExportConfig, TrainConfig, config_to_dict
 from rltrain.config_checks import default_num_envs, to_train_config
 from rltrain.errors import UserError
-from rltrain.overrides import check_overrides, compose_checked, first_of_sweeps
+from rltrain.overrides import check_overrides, compose_checked, first_of_sweeps, sweep_variants
 from rltrain.registry import ALGOS
 from tests.conftest import config_value, preset_values
 
@@ -311,6 +312,39 @@ def test_sweep_overrides_are_checked_with_their_first_value():
     check_overrides(["seed=0,1", "env=CartPole-v1,Pendulum-v1"])
     with pytest.raises(UserError, match="algo.lrr"):
         check_overrides(["seed=0,1", "algo.lrr=1,2"])
+
+
+def test_sweep_variants_give_every_other_value_once_and_numbers_by_their_ends():
+    argv = ["algo=ppo,a2c,dqn", "seed=range(0,1000)", "algo.lr=1e-3", "hydra.run.dir=x",
+            "algo.gamma=interval(0.9,0.99)", "algo.ent_coef=0.5,0.01,0.2,0.01"]
+    assert sweep_variants(argv) == [
+        ["algo=a2c", "seed=0", "algo.lr=1e-3", "algo.ent_coef=0.5"],
+        ["algo=dqn", "seed=0", "algo.lr=1e-3", "algo.ent_coef=0.5"],
+        ["algo=ppo", "seed=999", "algo.lr=1e-3", "algo.ent_coef=0.5"],
+        ["algo=ppo", "seed=0", "algo.lr=1e-3", "algo.ent_coef=0.01"],  # the smallest; 0.5 the largest
+    ]
+    assert sweep_variants(["seed=3", "algo.lr=1e-3"]) == []  # no sweep: the first job is all
+
+
+@pytest.mark.parametrize(("sweep", "message"), [
+    (["algo=ppo,dqnn"], "unknown algo 'dqnn': did you mean dqn?"),
+    (["seed=0,1,-5"], "seed=-5 must be in [0, 4294967295]"),
+    (["seed=range(0,1000)", "algo.lr=1e-3,-1"], "algo.lr=-1.0 must be a finite number > 0"),
+])
+def test_a_multirun_refuses_a_bad_value_of_any_sweep_before_its_first_job(
+        sweep, message, tmp_path, monkeypatch, capsys):
+    from rltrain import cli
+
+    monkeypatch.chdir(tmp_path)
+    tiny = ["total_timesteps=64", "eval.episodes=1", "logger=none", "progress=off"]  # a regression: fast
+    monkeypatch.setattr(sys, "argv", ["rltrain", "-m", "env=CartPole-v1", *sweep, *tiny,
+                                      f"hydra.sweep.dir={tmp_path / 'sweep'}"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"rltrain: error: {message}") and "\n" not in err
+    assert list(tmp_path.iterdir()) == []  # no job ran: no sweep folder, no outputs/
 
 
 # ---- one way in: compose_train_config, validated once per run ------------------------------
