@@ -344,7 +344,7 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu",
         with torch.serialization.safe_globals(NUMPY_SCALAR_GLOBALS):
             payload = torch.load(p, map_location=map_location, weights_only=True)
     except Exception as exc:  # whatever a foreign or damaged file raises: one line
-        raise UserError(f"{p} is not a readable rltrain checkpoint ({_why(exc)})") from exc
+        raise UserError(f"{p} is not a readable rltrain checkpoint ({_why(exc, p)})") from exc
     if not isinstance(payload, dict) or "format_version" not in payload or "config" not in payload:
         raise UserError(f"{p} is not an rltrain checkpoint (no format_version/config)")
     version = payload["format_version"]
@@ -355,9 +355,15 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu",
     return payload
 
 
-def _why(exc: BaseException) -> str:
-    """The useful part of a load error: the refused global, else the first line."""
+def _why(exc: BaseException, path: Path) -> str:
+    """The useful part of a load error: the refused global, a file that torch.save cannot have
+    written (neither a zip archive nor a pickle: torch's own error is then a bare number or
+    key), else the first line."""
     text = str(exc)
+    with path.open("rb") as f:
+        head = f.read(4)
+    if head != b"PK\x03\x04" and head[:1] != b"\x80":
+        return "not a file torch.save wrote: it is neither a zip archive nor a pickle"
     found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
     if found:
         return (f"it names {found.group(1)}, which rltrain never loads: a checkpoint holds only "

@@ -184,12 +184,37 @@ def compose_checked(config_name: str, overrides: list[str], *,
                 if with_hydra else cfg
             missing = sorted(OmegaConf.missing_keys(app))
     except Exception as exc:
-        raise UserError(explain(exc)) from exc
+        raise UserError(_explain_command(exc, config_name)) from exc
     finally:
         GlobalHydra.instance().clear()
     if missing:
         raise UserError(f"missing value for {', '.join(missing)}: add `{missing[0]}=...`")
     return cfg
+
+
+_COMMAND_SCHEMAS = {"eval": "EvalRunConfig", "export": "ExportConfig"}
+"""The configs of the commands that read a checkpoint (`rltrain eval`, `rltrain export`)."""
+
+
+def _explain_command(exc: BaseException, config_name: str) -> str:
+    """`explain`, with what only `rltrain eval` and `export` get wrong: a training option
+    (`algo=dqn`: the checkpoint fixes algo and env) or a bare path where `ckpt=` was meant."""
+    schema = _COMMAND_SCHEMAS.get(config_name)
+    if schema is not None:
+        import dataclasses
+
+        from rltrain import config
+
+        fields = ", ".join(f.name for f in dataclasses.fields(getattr(config, schema)))
+        text = str(exc)
+        m = re.search(r"Could not override '([^']+)'\. No match in the defaults list", text)
+        if m is not None:
+            return (f"unknown field {m.group(1)!r} (algorithm and env come from the "
+                    f"checkpoint): valid fields: {fields}")
+        m = re.search(r"Error parsing override '([^'=]+)'", text)
+        if m is not None:
+            return f"{m.group(1)!r} is not key=value: give the checkpoint as ckpt={m.group(1)}"
+    return explain(exc)
 
 
 def explain(exc: BaseException) -> str:

@@ -110,6 +110,10 @@ EVAL_CASES = [
     case(["export", "check_samples=0"], "check_samples=0 must be > 0"),
     case(["export", "format=zip"], "format='zip': choose one of onnx, torchscript"),
     case(["export", "seed=-1"], "seed=-1 must be in [0, 4294967295]"),
+    # training options: the checkpoint fixes the algorithm and the env
+    case(["eval", "algo=dqn"], "unknown field 'algo' (algorithm and env come from the checkpoint)"),
+    case(["export", "env=Pendulum-v1"], "unknown field 'env' (algorithm and env come from the "
+                                        "checkpoint): valid fields: ckpt, format, out"),
 ]
 
 
@@ -191,6 +195,14 @@ def test_bad_eval_or_export_value_is_one_line_and_writes_nothing(argv, code, fra
     assert_refused(result, code, fragment)
     assert tree(trained_run) == before
     assert tree(tmp_path) == set()
+
+
+@pytest.mark.parametrize("command", ["eval", "export"])
+def test_a_bare_checkpoint_path_is_one_line_asking_for_ckpt(command, trained_run, tmp_path,
+                                                            monkeypatch, capfd):
+    result = run_cli([command, str(trained_run)], tmp_path, monkeypatch, capfd)
+    assert_refused(result, EXIT_USAGE, f"'{trained_run}' is not key=value: give the checkpoint "
+                                       f"as ckpt={trained_run}")
 
 
 @pytest.mark.parametrize("overrides", [  # several boundaries per compose: each costs 0.5 s
