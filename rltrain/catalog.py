@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -69,6 +70,17 @@ def algo_options() -> list[AlgoOption]:
         first = next((line.lstrip("# ").strip() for line in text.splitlines()
                       if line.startswith("#")), "")
         out.append(AlgoOption(option, algo, first.split(":")[0].split(" (")[0]))
+    return out
+
+
+def env_files() -> dict[str, str]:
+    """`env=` options of their own YAML (conf/env/<option>.yaml) that no alias names, such as
+    `pixel_cartpole` -> the `id:` the file sets."""
+    out = {}
+    for option, text in _conf("env"):
+        found = re.search(r"^id:\s*(\S+)", text, flags=re.M)
+        if found is not None and option not in ENV_ALIASES:
+            out[option] = found.group(1)
     return out
 
 

@@ -12,6 +12,7 @@ from rltrain.catalog import (
     SPACE_NAMES,
     algo_options,
     env_family,
+    env_files,
     missing_modules,
     presets,
 )
@@ -35,6 +36,8 @@ def listing_table() -> Table:
     for alias, env_id in ENV_ALIASES.items():  # every Atari game gets the `<algo>_atari` presets
         key = "atari" if env_family(env_id) == "atari" else alias
         table.add_row("env", alias, _env_details(env_id, tuned.get(key, [])))
+    for option, env_id in env_files().items():  # e.g. pixel_cartpole: a YAML, not an alias
+        table.add_row("env", option, _env_details(env_id, tuned.get(option, [])))
     if "atari" in tuned:
         table.add_row("env", "ALE/<Game>-v5", _env_details("ALE/Pong-v5", tuned["atari"], "any Atari game"))
     table.add_section()

@@ -234,7 +234,12 @@ def explain(exc: BaseException) -> str:
         if group == "env":
             import gymnasium as gym
 
-            options = options + [k for k in gym.registry if k not in options]
+            from rltrain.envs.families import legacy_atari_hint, without_legacy_atari
+
+            hint = legacy_atari_hint(option)
+            if hint is not None:
+                return f"unknown env {option!r}: {hint}"
+            options = without_legacy_atari([*options, *(k for k in gym.registry if k not in options)])
         return f"unknown {group or 'config'} {option!r}: {closest(option, options)}"
     # Hydra's own message is only "Error merging override ..."; the conversion error is a cause.
     for cause in _chain(exc):
@@ -304,7 +309,25 @@ def _unknown_field(text: str, key: str, cause: BaseException) -> str:
     fields = []
     if node is not None and hasattr(node, "__dataclass_fields__"):
         fields = list(node.__dataclass_fields__)
-    near = difflib.get_close_matches(key, fields, n=3, cutoff=0.5)
-    hint = ("did you mean " + " or ".join(f"{prefix + '.' if prefix else ''}{n}" for n in near) + "?"
+    near = [f"{prefix + '.' if prefix else ''}{n}"
+            for n in difflib.get_close_matches(key, fields, n=3, cutoff=0.5)]
+    if not prefix and "algo" in fields:  # `lr=1e-3`: a field of a section, given at the top
+        near = _section_fields_named(key) or near
+    hint = ("did you mean " + " or ".join(near) + "?"
             if near else f"valid fields: {', '.join(fields)}" if fields else "")
     return f"unknown field {full!r}" + (f": {hint}" if hint else "")
+
+
+def _section_fields_named(key: str) -> list[str]:
+    """`algo.lr`, `env.num_envs` ...: the fields called `key` of the training config's sections
+    (any algorithm's config for `algo.`)."""
+    import dataclasses
+
+    from rltrain import config
+    from rltrain.registry import ALGOS
+
+    sections = {"algo": [spec.config for spec in ALGOS.values()], "env": [config.EnvConfig],
+                "eval": [config.EvalConfig], "checkpoint": [config.CheckpointConfig],
+                "logger": [config.LoggerConfig]}
+    return [f"{name}.{key}" for name, classes in sections.items()
+            if any(key in {f.name for f in dataclasses.fields(c)} for c in classes)]

@@ -181,6 +181,13 @@ def test_typo_fields_at_other_levels_suggest_the_real_one(override, near):
     assert f"did you mean {near}" in user_error(override)
 
 
+@pytest.mark.parametrize("override, near", [
+    ("lr=1e-3", "algo.lr"), ("gamma=0.9", "algo.gamma"), ("num_envs=4", "env.num_envs or eval.num_envs"),
+    ("rmsprop_alpha=0.9", "algo.rmsprop_alpha"), ("episodes=3", "eval.episodes")])
+def test_a_section_field_given_at_the_top_level_suggests_its_section(override, near):
+    assert user_error(override) == f"unknown field '{override.split('=')[0]}': did you mean {near}?"
+
+
 def test_plus_prefixed_unknown_field_composes_but_is_refused_by_validation():
     cfg = compose("+algo.lrr=1")  # the schema does not guard `+` additions ...
     with pytest.raises(UserError, match="lrr") as err:

@@ -65,6 +65,31 @@ def test_an_unknown_ale_id_is_one_line_with_the_closest_ids(arg):
         compose_train_config(["algo=ppo", arg])
 
 
+@pytest.mark.parametrize(("legacy", "modern"), [
+    ("PongNoFrameskip-v4", "ALE/Pong-v5"), ("Breakout-v0", "ALE/Breakout-v5"),
+    ("SpaceInvadersDeterministic-v4", "ALE/SpaceInvaders-v5"), ("ALE/Pong-v4", "ALE/Pong-v5")])
+@pytest.mark.parametrize("key", ["env", "env.id"])
+def test_a_legacy_atari_id_is_one_line_naming_the_v5_id(legacy, modern, key):
+    pytest.importorskip("ale_py")
+    with pytest.raises(UserError) as err:
+        compose_train_config(["algo=ppo", f"{key}={legacy}"])
+    assert str(err.value) == (f"unknown env {legacy!r}: ale-py's legacy Atari ids are not used; "
+                              f"rltrain trains the v5 ids, with its Atari preprocessing: "
+                              f"env={modern}")
+
+
+def test_unknown_ids_are_never_matched_to_a_legacy_atari_id():
+    """Legacy ids exist in gymnasium's registry once ale-py was imported (an ALE run before),
+    but not in a new process: suggesting them sent users to another 'unknown env'."""
+    import gymnasium as gym
+
+    register_on_demand("ALE/Pong-v5")
+    assert "Pong-v4" in gym.registry  # what ale-py registered besides the v5 ids
+    with pytest.raises(UserError) as err:
+        compose_train_config(["algo=ppo", "env=Pong-v3"])
+    assert "Pong-v4" not in str(err.value) and "Pong-v0" not in str(err.value)
+
+
 def test_a_sweep_over_ale_ids_registers_every_value(tmp_path, monkeypatch, capfd):
     # `-m env=a,b`: the first value composes here; the second must be a known option too
     from rltrain.compose import register_options

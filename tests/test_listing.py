@@ -28,6 +28,19 @@ def test_every_tuned_preset_file_is_listed_under_its_env():
     assert "ppo_lstm" in presets()["pendulum_novel"] and "dqn" in presets()["atari"]
 
 
+def test_every_env_option_is_listed(tmp_path, monkeypatch, capfd):
+    """An alias (`env_aliases.py`) or a YAML of conf/env (`pixel_cartpole`): each is a row."""
+    from rltrain.env_aliases import ENV_ALIASES
+
+    yamls = {p.name[: -len(".yaml")] for p in resources.files("rltrain.conf").joinpath("env")
+             .iterdir() if p.name.endswith(".yaml")}
+    monkeypatch.setenv("COLUMNS", "200")
+    result = run_cli(["list"], tmp_path, monkeypatch, capfd)
+    names = {cells[2].strip() for line in result.out.splitlines()
+             if len(cells := line.split("│")) > 3 and cells[1].strip() == "env"}
+    assert "pixel_cartpole" in yamls and yamls | set(ENV_ALIASES) <= names
+
+
 def test_list_prints_algos_envs_presets_and_extras(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("COLUMNS", "200")
     result = run_cli(["list"], tmp_path, monkeypatch, capfd)

@@ -30,7 +30,13 @@ from typing import Any
 
 import gymnasium as gym
 
-from rltrain.envs.families import family_of, register_on_demand, require_extra
+from rltrain.envs.families import (
+    family_of,
+    legacy_atari_hint,
+    register_on_demand,
+    require_extra,
+    without_legacy_atari,
+)
 from rltrain.envs.mujoco_log import route_mujoco_warnings
 from rltrain.errors import UserError
 from rltrain.text import closest
@@ -103,12 +109,13 @@ def resolve_env_id(env_id: str, imports: Iterable[str] = ()) -> EnvSource:
 
 def check_registered(env_id: str) -> None:
     """Raise a one-line `UserError` naming the closest ids when `env_id` is not registered."""
-    if env_id not in gym.registry:
-        raise UserError(f"unknown env {env_id!r}: {_near_ids(env_id)}")
+    hint = legacy_atari_hint(env_id)  # refused even once an ALE run registered it: as in a new process
+    if env_id not in gym.registry or hint is not None:
+        raise UserError(f"unknown env {env_id!r}: {hint or _near_ids(env_id)}")
 
 
 def _near_ids(env_id: str) -> str:
-    near = closest(env_id, list(gym.registry))
+    near = closest(env_id, without_legacy_atari(gym.registry))
     if near.startswith("did you mean"):
         return near + " (an env of your own: env.id=module:EnvId or env.imports=module)"
     return "see `rltrain --help`; an env of your own: env.id=module:EnvId or env.imports=module"

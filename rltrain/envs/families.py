@@ -7,7 +7,11 @@ preprocessing (`envs/atari.py`), the on-demand registration of ALE ids and the o
 
 from __future__ import annotations
 
-import importlib
+import functools
+import importlib.util
+import re
+from collections.abc import Iterable
+from pathlib import Path
 
 from rltrain.errors import UserError
 
@@ -30,6 +34,46 @@ def family_of(env_id: str) -> str | None:
     if name in BOX2D_NAMES:
         return "box2d"
     return None
+
+
+_LEGACY_ATARI = re.compile(r"([A-Z]\w*?)(?:NoFrameskip|Deterministic)?-v[04]")
+
+
+def modern_atari_id(env_id: str) -> str | None:
+    """`ALE/<Game>-v5` for one of ale-py's legacy Atari ids (`PongNoFrameskip-v4`, `Breakout-v0`,
+    also `ALE/Pong-v4`), else None (None too without ale-py, which knows the games)."""
+    m = _LEGACY_ATARI.fullmatch(env_id.removeprefix("ALE/"))
+    if m is None:
+        return None
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", m.group(1)).lower()  # SpaceInvaders: space_invaders
+    return f"ALE/{m.group(1)}-v5" if snake in _ale_games() else None
+
+
+@functools.cache
+def _ale_games() -> frozenset[str]:
+    """ale-py's game names (`space_invaders`), from its ROM files: found, not imported (an
+    import takes most of a second and registers every Atari id); empty without ale-py."""
+    try:
+        spec = importlib.util.find_spec("ale_py")
+    except (ImportError, ValueError):
+        return frozenset()
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset()
+    roms = Path(next(iter(spec.submodule_search_locations))) / "roms"
+    return frozenset(p.stem for p in roms.glob("*.bin"))
+
+
+def legacy_atari_hint(env_id: str) -> str | None:
+    """What to use instead of a legacy Atari id (see `modern_atari_id`), else None."""
+    modern = modern_atari_id(env_id)
+    return None if modern is None else (f"ale-py's legacy Atari ids are not used; rltrain trains "
+                                        f"the v5 ids, with its Atari preprocessing: env={modern}")
+
+
+def without_legacy_atari(ids: Iterable[str]) -> list[str]:
+    """`ids` less the legacy Atari ones (which a past `import ale_py` registered): the ids to
+    suggest for an unknown one."""
+    return [k for k in list(ids) if modern_atari_id(k) is None]
 
 
 # family -> (what it is called, the pip extra, the modules it needs)

@@ -18,8 +18,9 @@ import pytest
 
 from tests.e2e.harness import EXIT_USAGE
 
-# torch._dynamo: torch.optim imports it on first use (1.1 s here); rltrain's Adam does not
-HEAVY = ("torch", "torch._dynamo", "tensorboard", "matplotlib")
+# torch._dynamo: torch.optim imports it on first use (1.1 s here); rltrain's Adam does not.
+# ale_py: most of a second, for ALE ids only (the check for legacy Atari ids reads file names)
+HEAVY = ("torch", "torch._dynamo", "tensorboard", "matplotlib", "ale_py")
 
 START = f"""
 import atexit, sys
@@ -45,14 +46,16 @@ def run_fresh(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_exit_report_names_torch_when_it_was_imported(tmp_path):
     # the probe itself: a command that trains does import torch, and the report says so; its
-    # update, checkpoint and final eval never pull in torch._dynamo (the import torch.optim makes)
-    done = run_fresh(["env=CartPole-v1", "total_timesteps=16", "env.num_envs=2", "algo.n_steps=8",
+    # update, checkpoint and final eval never pull in torch._dynamo (the import torch.optim makes);
+    # MountainCar-v0 looks like a legacy Atari id (<Name>-v0) and needs no ale_py either
+    done = run_fresh(["env=MountainCar-v0", "total_timesteps=16", "env.num_envs=2", "algo.n_steps=8",
                       "algo.batch_size=16", "eval.freq=0", "eval.episodes=1", "logger=none",
                       "progress=off", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
     assert done.returncode == 0, done.stderr
     report = done.stderr.splitlines()[-1]
     assert report.startswith("heavy modules at exit: torch"), report
-    assert "torch._dynamo" not in report and (tmp_path / "run" / "checkpoints").is_dir()
+    assert "torch._dynamo" not in report and "ale_py" not in report
+    assert (tmp_path / "run" / "checkpoints").is_dir()
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["algo=sac", "env=CartPole-v1", "-h"]])
