@@ -89,6 +89,7 @@ def train_command(argv: list[str]) -> None:
         arg_value,
         budget,
         check_writable,
+        is_multirun,
         resume_run_dir,
         single_run_dir,
     )
@@ -111,7 +112,7 @@ def train_command(argv: list[str]) -> None:
             return
     else:  # validated once, here; a single run's Hydra job reuses the result
         compose_train_config(argv, normalized=True)
-        if any(a in ("-m", "--multirun") for a in argv):
+        if is_multirun(argv):
             check_sweep(argv)  # the other values of its sweeps, before the first job runs
     extra = resume_run_dir(argv)
     check_writable([*argv, *extra])

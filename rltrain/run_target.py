@@ -33,13 +33,24 @@ def budget(argv: list[str]) -> float | None:
         return None
 
 
+def is_multirun(argv: list[str]) -> bool:
+    """`-m`, or what implies it: a search (`+hpo=<algo>`: conf/hpo sets `hydra.mode: MULTIRUN`)
+    or `hydra.mode=MULTIRUN` itself."""
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if arg in ("-m", "--multirun") or (key.lstrip("+") == "hpo" and not key.startswith("~")) \
+                or (key.lstrip("+") == "hydra.mode" and value == "MULTIRUN"):
+            return True
+    return False
+
+
 def single_run_dir(argv: list[str]) -> Path | None:
     """The folder a single (not multirun) training run writes to; None for multirun or flags.
 
     Without `hydra.run.dir=`, Hydra's `outputs/<date>/<time>` is taken, with a `-<k>` suffix
     when a run started in the same second already has it (parallel runs must not share one).
     """
-    if any(a in ("-m", "--multirun") or a.split("=")[0] in HYDRA_FLAGS for a in argv):
+    if is_multirun(argv) or any(a.split("=")[0] in HYDRA_FLAGS for a in argv):
         return None
     given = arg_value(argv, "hydra.run.dir")
     check_free_space(Path(given if given is not None and "${" not in given else "outputs"))
@@ -71,7 +82,11 @@ def check_free_space(target: Path) -> None:
     existing = target.absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    free = shutil.disk_usage(existing).free
+    usage = shutil.disk_usage(existing)
+    if usage.total == 0:  # /proc, /sys: nothing can be stored there, however "free"
+        raise UserError(f"output folder {target} cannot be created: {existing} is a virtual "
+                        f"file system; choose another with hydra.run.dir=<folder>")
+    free = usage.free
     if free < MIN_FREE_BYTES:
         raise TrainingError(f"disk full: {free // 1024} KiB free where {target} lives; free "
                             f"space (a run needs at least {MIN_FREE_BYTES >> 20} MiB to start)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -121,3 +122,15 @@ def test_trial_seeds_follow_the_base_seed(tiny_cfg):
     assert sweep.trial_seeds(tiny_cfg(seed=5, seeds_per_trial=3)) == [5, 6, 7]
     with pytest.raises(UserError, match="seeds_per_trial=0"):
         sweep.trial_seeds(tiny_cfg(seeds_per_trial=0))
+
+
+@pytest.mark.parametrize("argv", [["-m", "seed=0,1"], ["+hpo=ppo"], ["hpo=sac"],
+                                  ["hydra.mode=MULTIRUN", "seed=0,1"]])
+def test_a_multirun_or_search_claims_no_single_run_folder(argv, tmp_path, monkeypatch):
+    """A search (`+hpo=`) is a multirun without `-m`: it once left an empty
+    outputs/<date>/<time>/ in the working folder."""
+    from rltrain.run_target import single_run_dir
+
+    monkeypatch.chdir(tmp_path)
+    assert single_run_dir(argv) is None and list(tmp_path.iterdir()) == []
+    assert single_run_dir(["seed=0"]).parent.parent == Path("outputs")  # a single run claims one

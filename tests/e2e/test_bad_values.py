@@ -134,6 +134,14 @@ def test_too_long_output_folder_name_is_one_line(tmp_path, monkeypatch, capfd):
     assert tree(tmp_path) == set()
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc on this system")
+def test_an_output_folder_on_a_virtual_file_system_is_one_line(tmp_path, monkeypatch, capfd):
+    result = run_cli([*tiny([]), "hydra.run.dir=/proc/rltrain_run"], tmp_path, monkeypatch, capfd)
+    assert_refused(result, EXIT_USAGE, "output folder /proc/rltrain_run cannot be created: /proc "
+                                       "is a virtual file system")
+    assert tree(tmp_path) == set()
+
+
 def test_env_kwarg_of_the_wrong_type_is_one_line(tmp_path, monkeypatch, capfd):
     # the name is one FrozenLake takes, so only building the env finds the bad value: after
     # Hydra has created the run folder (check_env does not build envs)
