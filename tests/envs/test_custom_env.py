@@ -75,10 +75,12 @@ def test_cli_trains_a_registered_env_of_ones_own_module_with_wrappers(cli_run):
         assert ret == pytest.approx(expected, abs=1e-5), (ret, length)
 
 
-def run_train_command(argv: list[str], monkeypatch) -> list[str]:
-    """Run the CLI's checks for `argv` (everything before Hydra); return what Hydra would get."""
+def run_train_command(argv: list[str], monkeypatch, cwd: Path) -> list[str]:
+    """Run the CLI's checks for `argv` (everything before Hydra) in `cwd`, where the run's
+    folder is claimed; return what Hydra would get."""
     from rltrain import cli
 
+    monkeypatch.chdir(cwd)
     seen: list[str] = []
     monkeypatch.setattr(cli, "_train_task", lambda: seen.extend(sys.argv[1:]))
     monkeypatch.setattr(sys, "argv", ["rltrain", *argv])
@@ -97,11 +99,11 @@ def run_train_command(argv: list[str], monkeypatch) -> list[str]:
     ["env=CartPole-v1", "env.backend=torch"],
 ], ids=["module_id", "group_choice", "import_alias", "imports_list", "factory", "vec_factory",
         "vec_class", "native"])
-def test_every_env_form_passes_the_cli_checks_before_hydra(argv, monkeypatch):
+def test_every_env_form_passes_the_cli_checks_before_hydra(argv, monkeypatch, tmp_path):
     if "env=Corridor-v0" in argv:  # prove the import happens first: forget the module and its id
         monkeypatch.delitem(sys.modules, MODULE)
         monkeypatch.delitem(gym.registry, "Corridor-v0")
-    hydra_argv = run_train_command(argv, monkeypatch)
+    hydra_argv = run_train_command(argv, monkeypatch, tmp_path)
     assert hydra_argv, "the checks refused a valid command line"
     if argv[0].startswith("env.import="):
         assert hydra_argv[0] == f"env.imports=[{MODULE}]"
