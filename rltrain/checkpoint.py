@@ -360,8 +360,11 @@ def _why(exc: BaseException, path: Path) -> str:
     written (neither a zip archive nor a pickle: torch's own error is then a bare number or
     key), else the first line."""
     text = str(exc)
-    with path.open("rb") as f:
-        head = f.read(4)
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except OSError:  # unreadable (permissions, I/O): torch's own message says why
+        head = b"PK\x03\x04"
     if head != b"PK\x03\x04" and head[:1] != b"\x80":
         return "not a file torch.save wrote: it is neither a zip archive nor a pickle"
     found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)

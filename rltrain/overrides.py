@@ -7,7 +7,10 @@ config, then validate it) raise `UserError` naming the bad part and the closest 
 from __future__ import annotations
 
 import difflib
+import math
+import os
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hydra import compose, initialize_config_module
@@ -50,15 +53,21 @@ def first_of_sweeps(overrides: list[str]) -> list[str]:
 
 def sweep_variants(overrides: list[str]) -> list[list[str]]:
     """Command lines that between them give each value of the command line's sweeps once, the
-    other sweeps at their first value (`first_of_sweeps` is the first job's): every value a job
-    of the grid will get is then composed and checked before any job runs. A numeric sweep
-    gives its smallest and largest value (the checks of a number are ranges)."""
+    other sweeps at their first value (`first_of_sweeps` is the first job's): each value a job
+    of the grid will get is then composed and checked before any job runs. Combinations of
+    values are not (a grid can be large): one refused only together is refused by its job.
+    A sweep of more than `SWEEP_CHECK_ALL` numbers gives its first, smallest, largest and
+    non-finite values."""
     lines, sweeps = _sweeps(overrides)
     out = []
     for i, key, values in sweeps:
         for value in _to_check(values)[1:]:  # values[0] is the one in `lines`
             out.append([*lines[:i], f"{key}={value}", *lines[i + 1:]])
     return out
+
+
+SWEEP_CHECK_ALL = 16
+"""Sweeps up to this many values have each value checked (a compose is ~0.2 s)."""
 
 
 def _sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[int, str, list[str]]]]:
@@ -89,14 +98,20 @@ def _sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[int, str, list[
 
 
 def _to_check(values: list[str]) -> list[str]:
-    """`values` without repeats, first value first; only the first, smallest and largest when
-    every value is a number (`seed=range(1000)` composes three times, not a thousand)."""
+    """`values` without repeats, first value first; for a long numeric sweep (`seed=range(1000)`)
+    only the first, smallest, largest and non-finite ones (range checks: divisibility checks
+    of such a sweep are left to its jobs)."""
+    distinct = list(dict.fromkeys(values))
+    if len(distinct) <= SWEEP_CHECK_ALL:
+        return distinct
     try:
-        numbers = [float(v) for v in values]
+        numbers = [float(v) for v in distinct]
     except ValueError:
-        return list(dict.fromkeys(values))
-    ends = (values[numbers.index(min(numbers))], values[numbers.index(max(numbers))])
-    return list(dict.fromkeys((values[0], *ends)))
+        return distinct
+    finite = [(n, v) for n, v in zip(numbers, distinct, strict=True) if math.isfinite(n)]
+    ends = [min(finite)[1], max(finite)[1]] if finite else []
+    odd = [v for n, v in zip(numbers, distinct, strict=True) if not math.isfinite(n)]
+    return list(dict.fromkeys((distinct[0], *ends, *odd)))
 
 
 def env_import_overrides(argv: list[str]) -> list[str]:
@@ -213,7 +228,10 @@ def _explain_command(exc: BaseException, config_name: str) -> str:
                     f"checkpoint): valid fields: {fields}")
         m = re.search(r"Error parsing override '([^'=]+)'", text)
         if m is not None:
-            return f"{m.group(1)!r} is not key=value: give the checkpoint as ckpt={m.group(1)}"
+            word = m.group(1)
+            if "/" in word or os.sep in word or Path(word).exists():  # a checkpoint or run folder
+                return f"{word!r} is not key=value: give the checkpoint as ckpt={word}"
+            return f"{word!r} is not key=value: valid fields: {fields}"
     return explain(exc)
 
 
@@ -319,15 +337,23 @@ def _unknown_field(text: str, key: str, cause: BaseException) -> str:
 
 
 def _section_fields_named(key: str) -> list[str]:
-    """`algo.lr`, `env.num_envs` ...: the fields called `key` of the training config's sections
-    (any algorithm's config for `algo.`)."""
+    """`algo.lr`, `env.num_envs` ...: the fields called `key` of the training config's sections;
+    an algorithm field that not every algorithm has names those that do (`algo.n_steps (a2c,
+    ppo)`). `name` is left out: it is set by the `algo=` choice."""
     import dataclasses
 
     from rltrain import config
     from rltrain.registry import ALGOS
 
-    sections = {"algo": [spec.config for spec in ALGOS.values()], "env": [config.EnvConfig],
-                "eval": [config.EvalConfig], "checkpoint": [config.CheckpointConfig],
-                "logger": [config.LoggerConfig]}
-    return [f"{name}.{key}" for name, classes in sections.items()
-            if any(key in {f.name for f in dataclasses.fields(c)} for c in classes)]
+    if key == "name":
+        return []
+    out = []
+    having = sorted(n for n, spec in ALGOS.items()
+                    if key in {f.name for f in dataclasses.fields(spec.config)})
+    if having:
+        out.append(f"algo.{key}" + ("" if len(having) == len(ALGOS) else f" ({', '.join(having)})"))
+    for name, cls in (("env", config.EnvConfig), ("eval", config.EvalConfig),
+                      ("checkpoint", config.CheckpointConfig), ("logger", config.LoggerConfig)):
+        if key in {f.name for f in dataclasses.fields(cls)}:
+            out.append(f"{name}.{key}")
+    return out

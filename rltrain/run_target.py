@@ -8,6 +8,7 @@ are refused here, in one line, before Hydra's own first writes.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from rltrain.errors import TrainingError, UserError
@@ -77,16 +78,11 @@ otherwise fail with its traceback. Later shortages are caught by the Runner (one
 
 def check_free_space(target: Path) -> None:
     """Refuse to start a run on a (nearly) full disk, before anything is written."""
-    import shutil
 
     existing = target.absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    usage = shutil.disk_usage(existing)
-    if usage.total == 0:  # /proc, /sys: nothing can be stored there, however "free"
-        raise UserError(f"output folder {target} cannot be created: {existing} is a virtual "
-                        f"file system; choose another with hydra.run.dir=<folder>")
-    free = usage.free
+    free = shutil.disk_usage(existing).free
     if free < MIN_FREE_BYTES:
         raise TrainingError(f"disk full: {free // 1024} KiB free where {target} lives; free "
                             f"space (a run needs at least {MIN_FREE_BYTES >> 20} MiB to start)")
@@ -108,6 +104,9 @@ def check_writable(argv: list[str]) -> None:
     if not path.is_dir():
         raise UserError(f"output folder {target} cannot be created: {path} is a file; "
                         f"choose another with hydra.run.dir=<folder>")
+    if shutil.disk_usage(path).total == 0:  # /proc, /sys: nothing can be stored there
+        raise UserError(f"output folder {target} cannot be created: {path} is a virtual "
+                        f"file system; choose another with hydra.run.dir=<folder>")
     if not os.access(path, os.W_OK | os.X_OK):
         raise UserError(f"output folder {target} is not writable ({path} is read-only); "
                         f"choose another with hydra.run.dir=<folder>")

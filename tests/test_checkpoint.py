@@ -106,6 +106,22 @@ def test_load_refuses_a_file_torch_save_never_wrote(tmp_path, content):
                               f"torch.save wrote: it is neither a zip archive nor a pickle)")
 
 
+def test_a_file_that_cannot_be_read_is_still_one_line(tmp_path, monkeypatch):
+    path = tmp_path / "text.pt"
+    path.write_bytes(b"hi\n")
+    real_open = Path.open
+
+    def failing_open(self, *args, **kwargs):
+        if self == path:
+            raise OSError(5, "Input/output error")
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", failing_open)
+    with pytest.raises(UserError, match="is not a readable rltrain checkpoint") as err:
+        checkpoint.load(path)
+    assert "\n" not in str(err.value)
+
+
 def test_load_refuses_a_truncated_file(tmp_path, tiny_cfg):
     path = checkpoint.save(payload(tiny_cfg), tmp_path / "full.pt")
     cut = tmp_path / "cut.pt"

@@ -183,7 +183,8 @@ def test_typo_fields_at_other_levels_suggest_the_real_one(override, near):
 
 @pytest.mark.parametrize("override, near", [
     ("lr=1e-3", "algo.lr"), ("gamma=0.9", "algo.gamma"), ("num_envs=4", "env.num_envs or eval.num_envs"),
-    ("rmsprop_alpha=0.9", "algo.rmsprop_alpha"), ("episodes=3", "eval.episodes")])
+    ("rmsprop_alpha=0.9", "algo.rmsprop_alpha (a2c)"), ("n_steps=5", "algo.n_steps (a2c, ppo)"),
+    ("episodes=3", "eval.episodes")])
 def test_a_section_field_given_at_the_top_level_suggests_its_section(override, near):
     assert user_error(override) == f"unknown field '{override.split('=')[0]}': did you mean {near}?"
 
@@ -321,22 +322,27 @@ def test_sweep_overrides_are_checked_with_their_first_value():
         check_overrides(["seed=0,1", "algo.lrr=1,2"])
 
 
-def test_sweep_variants_give_every_other_value_once_and_numbers_by_their_ends():
+def test_sweep_variants_give_every_other_value_once_and_long_number_sweeps_by_their_ends():
     argv = ["algo=ppo,a2c,dqn", "seed=range(0,1000)", "algo.lr=1e-3", "hydra.run.dir=x",
-            "algo.gamma=interval(0.9,0.99)", "algo.ent_coef=0.5,0.01,0.2,0.01"]
+            "algo.gamma=interval(0.9,0.99)", "algo.batch_size=64,100,128,64"]
     assert sweep_variants(argv) == [
-        ["algo=a2c", "seed=0", "algo.lr=1e-3", "algo.ent_coef=0.5"],
-        ["algo=dqn", "seed=0", "algo.lr=1e-3", "algo.ent_coef=0.5"],
-        ["algo=ppo", "seed=999", "algo.lr=1e-3", "algo.ent_coef=0.5"],
-        ["algo=ppo", "seed=0", "algo.lr=1e-3", "algo.ent_coef=0.01"],  # the smallest; 0.5 the largest
+        ["algo=a2c", "seed=0", "algo.lr=1e-3", "algo.batch_size=64"],
+        ["algo=dqn", "seed=0", "algo.lr=1e-3", "algo.batch_size=64"],
+        ["algo=ppo", "seed=999", "algo.lr=1e-3", "algo.batch_size=64"],  # 1000 values: the ends
+        ["algo=ppo", "seed=0", "algo.lr=1e-3", "algo.batch_size=100"],  # short: every value
+        ["algo=ppo", "seed=0", "algo.lr=1e-3", "algo.batch_size=128"],
     ]
     assert sweep_variants(["seed=3", "algo.lr=1e-3"]) == []  # no sweep: the first job is all
+    long = sweep_variants([f"algo.lr={','.join([*map(str, range(1, 20)), 'nan', '-inf'])}"])
+    assert [v[0] for v in long] == ["algo.lr=19", "algo.lr=nan", "algo.lr=-inf"]
 
 
 @pytest.mark.parametrize(("sweep", "message"), [
     (["algo=ppo,dqnn"], "unknown algo 'dqnn': did you mean dqn?"),
     (["seed=0,1,-5"], "seed=-5 must be in [0, 4294967295]"),
     (["seed=range(0,1000)", "algo.lr=1e-3,-1"], "algo.lr=-1.0 must be a finite number > 0"),
+    (["algo.lr=1e-3,nan"], "algo.lr=nan must be a finite number > 0"),
+    (["algo.n_steps=2048", "algo.batch_size=64,100,128"], "algo.batch_size=100 does not divide"),
 ])
 def test_a_multirun_refuses_a_bad_value_of_any_sweep_before_its_first_job(
         sweep, message, tmp_path, monkeypatch, capsys):

@@ -198,8 +198,11 @@ def make_gym_env(source: EnvSource, kwargs: dict[str, Any], max_episode_steps: i
         except TypeError as exc:  # an env.kwargs value of the wrong type, say
             raise UserError(f"env {source.env_id}: TypeError: {_first_line(exc)} (check "
                             f"env.kwargs)") from exc
-        except (ImportError, gym.error.DependencyNotInstalled) as exc:  # e.g. phys2d/: jax
+        except (ModuleNotFoundError, gym.error.DependencyNotInstalled) as exc:  # phys2d/: jax
             raise UserError(f"env {source.env_id} needs a package that is not installed: "
+                            f"{type(exc).__name__}: {_first_line(exc)}") from exc
+        except ImportError as exc:  # `cannot import name ...`: the env's own code, or shimmy's
+            raise UserError(f"env {source.env_id} failed to import what it needs: "
                             f"{type(exc).__name__}: {_first_line(exc)}") from exc
     env = call_factory(source, kwargs)
     if not isinstance(env, gym.Env):

@@ -48,8 +48,9 @@ def _graph_capture() -> bool:
 
 def tanh(x: torch.Tensor) -> torch.Tensor:
     """`torch.tanh(x)`, through `2 sigmoid(2x) - 1` for a large CPU tensor (module docstring)."""
-    # graph capture first: under torch.jit.trace, `numel()` is a traced value (a TracerWarning)
-    if _graph_capture() or x.device.type != "cpu" or x.numel() < FAST_TANH_NUMEL:
+    # tracing first: under torch.jit.trace, `numel()` is a traced value (a TracerWarning)
+    if torch.jit.is_tracing() or x.numel() < FAST_TANH_NUMEL or x.device.type != "cpu" \
+            or _graph_capture():
         return torch.tanh(x)
     if x.requires_grad and torch.is_grad_enabled():
         return _FastTanh.apply(x)

@@ -25,7 +25,7 @@ class LoopState:
     metrics: dict[str, float] = field(default_factory=dict)
     """Metrics of the latest update."""
     last_eval: dict[str, Any] | None = None
-    """Result of the latest evaluation (see `evaluate.run_episodes`)."""
+    """Result of the latest evaluation (see `evaluation.run_episodes`)."""
     best_eval: float = float("-inf")
     """Best evaluation mean reward so far."""
     stop: bool = False

@@ -113,7 +113,9 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
         check_payload(payload, where, RESUME)
     check_fits(payload, ctx.env.spec, ctx.replay.capacity if ctx.replay is not None else 0, where)
     done, total = payload["counters"]["global_step"], ctx.state.total_timesteps
-    if done > total:  # it would write final.pt at once, as if the run had ended there
+    # a smaller budget than the steps done would write final.pt at once, as if the run had
+    # been asked for fewer; the run's own budget may be passed (parallel envs overshoot it)
+    if done > total and total != payload["config"].get("total_timesteps"):
         raise UserError(f"resume: {where} has trained {done:,} env steps, more than "
                         f"total_timesteps={total:,}; give total_timesteps={done:,} or more")
     load_algo(ctx.algo, payload["algo"], Path(run_dir))

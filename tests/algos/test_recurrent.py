@@ -120,6 +120,8 @@ def test_masks_compose_with_recurrence(tmp_path):
     ("algo.recurrent=rnn", "choose none, lstm or gru"),
     ("algo.bptt_len=5", "must divide algo.n_steps=16"),
     ("algo.recurrent_layers=0", "algo.recurrent_layers=0 must be > 0"),
+    ("algo.batch_size=4", "algo.bptt_len=0 gives sequences of 4 steps, the gcd of "
+                          "algo.n_steps=16 and algo.batch_size=4: too short for memory"),
     ("net.share_encoder=true", "already has one encoder"),
 ])
 def test_bad_recurrent_settings_are_one_line(override, message, tmp_path):
@@ -217,13 +219,22 @@ def test_bptt_len_zero_picks_the_longest_sequence_that_tiles_rollout_and_minibat
     assert cfg.algo.sequence_len() == expected
 
 
-def test_readme_recurrent_command_runs_with_ppo_defaults(tmp_path, caplog):
+def test_readme_recurrent_command_runs_with_ppo_defaults(tmp_path, caplog, monkeypatch):
     """README: `rltrain algo=ppo algo.recurrent=gru env=pendulum_novel ...`, no preset: PPO's
     n_steps 2048 and batch_size 64 train on 64-step sequences, and the start lines say so."""
+    from rltrain.algos import ppo
+
+    lengths = []
+    cut = ppo.sequence_minibatches
+    monkeypatch.setattr(ppo, "sequence_minibatches",
+                        lambda states, starts, seq_len, batch: lengths.append(seq_len)
+                        or cut(states, starts, seq_len, batch))
     cfg = compose_train_config(["algo=ppo", "algo.recurrent=gru", "env=pendulum_novel",
-                                "algo.recurrent_hidden_size=32", "total_timesteps=256",
-                                "eval.episodes=1", "logger=none", "progress=off"])
+                                "algo.recurrent_hidden_size=32", "total_timesteps=1024",
+                                "algo.n_epochs=2", "eval.episodes=1", "logger=none",
+                                "progress=off"])
     assert cfg.preset is None and (cfg.algo.n_steps, cfg.algo.batch_size) == (2048, 64)
     with caplog.at_level("INFO", logger="rltrain"):
         Runner(cfg, tmp_path).run()
     assert "recurrent gru core (32 units): trains on sequences of 64 steps" in caplog.text
+    assert lengths == [64, 64]  # one cut an epoch: 8 envs x a 128-step (shortened) rollout

@@ -151,27 +151,35 @@ def test_env_kwarg_of_the_wrong_type_is_one_line(tmp_path, monkeypatch, capfd):
     assert_refused(result, EXIT_USAGE, "env FrozenLake-v1: TypeError: unsupported operand")
 
 
-@pytest.mark.parametrize("entry_point, fragment", [
-    ("rltrain_no_such_module:Env", "No module named 'rltrain_no_such_module'"),
-    ("tests.e2e.test_bad_values:needs_missing_package", "DependencyNotInstalled: pip install x"),
+@pytest.mark.parametrize("entry_point, message", [
+    ("rltrain_no_such_module:Env", "needs a package that is not installed: ModuleNotFoundError: "
+                                   "No module named 'rltrain_no_such_module'"),
+    ("tests.e2e.test_bad_values:needs_missing_package", "needs a package that is not installed: "
+                                                        "DependencyNotInstalled: pip install x"),
+    ("tests.e2e.test_bad_values:imports_a_misspelled_name", "failed to import what it needs: "
+                                                            "ImportError: cannot import name"),
 ])
-def test_env_that_needs_a_missing_package_is_one_line(entry_point, fragment, tmp_path,
-                                                      monkeypatch, capfd):
-    """gymnasium ids such as phys2d/CartPole-v1 (jax) or GymV21Environment-v0 (shimmy)."""
+def test_env_that_cannot_import_what_it_needs_is_one_line(entry_point, message, tmp_path,
+                                                          monkeypatch, capfd):
+    """gymnasium ids such as phys2d/CartPole-v1 (jax) or GymV21Environment-v0 (shimmy), and an
+    env module with a bad import of its own (not called a missing package)."""
     import gymnasium as gym
 
     monkeypatch.setitem(gym.registry, "NeedsMissing-v0",
                         gym.envs.registration.EnvSpec("NeedsMissing-v0", entry_point))
     argv = [*tiny(["env=NeedsMissing-v0"]), f"hydra.run.dir={tmp_path / 'run'}"]
     result = run_cli(argv, tmp_path, monkeypatch, capfd)
-    assert_refused(result, EXIT_USAGE, "env NeedsMissing-v0 needs a package that is not installed")
-    assert fragment in result.err
+    assert_refused(result, EXIT_USAGE, f"env NeedsMissing-v0 {message}")
 
 
 def needs_missing_package(**kwargs: object) -> None:
     import gymnasium as gym
 
     raise gym.error.DependencyNotInstalled("pip install x")
+
+
+def imports_a_misspelled_name(**kwargs: object) -> None:
+    from gymnasium import Envv  # noqa: F401 - the user's typo
 
 
 def test_report_of_only_unreadable_runs_is_one_line(tmp_path, monkeypatch, capfd):
@@ -203,6 +211,12 @@ def test_bad_eval_or_export_value_is_one_line_and_writes_nothing(argv, code, fra
     assert_refused(result, code, fragment)
     assert tree(trained_run) == before
     assert tree(tmp_path) == set()
+
+
+def test_a_bare_word_after_ckpt_is_one_line_naming_the_fields(trained_run, tmp_path,
+                                                             monkeypatch, capfd):
+    result = run_cli(["eval", f"ckpt={trained_run}", "video"], tmp_path, monkeypatch, capfd)
+    assert_refused(result, EXIT_USAGE, "'video' is not key=value: valid fields: ckpt, episodes")
 
 
 @pytest.mark.parametrize("command", ["eval", "export"])

@@ -95,6 +95,18 @@ def test_resume_with_a_budget_below_the_steps_done_is_refused_and_changes_nothin
     assert result["step"] == 96 and (run / "checkpoints" / "final.pt").exists()
 
 
+def test_resume_with_the_runs_own_budget_finishes_a_run_that_overshot_it(tmp_path, tiny_cfg):
+    """Parallel envs end a run past an odd budget (66 -> 68 with 4 envs); a crash before
+    final.pt, then a resume with the same command line, must finish it."""
+    run = tmp_path / "run"
+    cfg = replace(ppo_cfg(tiny_cfg), total_timesteps=96)
+    Runner(cfg, run, callbacks={"post_iteration": [stop_at(96)]}).run()
+    stopped = checkpoint.load(run / "checkpoints" / "latest.pt")
+    stopped["config"]["total_timesteps"] = 90  # what the run was asked for; 96 steps were taken
+    result = Runner(replace(cfg, total_timesteps=90), run, resume_from=stopped).run()
+    assert result["step"] == 96 and (run / "checkpoints" / "final.pt").exists()
+
+
 def assert_same_run(a: Path, b: Path) -> None:
     """Same metrics, step for step, and the same final weights, optimizers and counters."""
     rows_a, rows_b = metric_rows(a), metric_rows(b)

@@ -10,6 +10,11 @@ from rltrain.algos.configs.base import OnPolicyConfig
 from rltrain.checks import check_non_negative, check_positive
 from rltrain.errors import UserError
 from rltrain.nets.config import RECURRENT_CORES
+from rltrain.text import plural
+
+MIN_AUTO_BPTT = 8
+"""The shortest sequences `bptt_len=0` may choose: fewer steps cut the gradient through time
+to almost nothing (an explicit `bptt_len` is taken as given)."""
 
 
 @dataclass
@@ -83,6 +88,11 @@ class PPOConfig(OnPolicyConfig):
         if self.bptt_len < 0:
             raise UserError(f"algo.bptt_len={self.bptt_len} must be >= 0 (0: automatic)")
         seq = self.sequence_len()
+        if self.recurrent != "none" and not self.bptt_len and seq < min(MIN_AUTO_BPTT, self.n_steps):
+            raise UserError(f"algo.bptt_len=0 gives sequences of {plural(seq, 'step')}, the gcd of "
+                            f"algo.n_steps={self.n_steps} and algo.batch_size={self.batch_size}: "
+                            f"too short for memory; pick a batch_size that shares a longer "
+                            f"divisor with n_steps, or set algo.bptt_len")
         if self.recurrent != "none" and (self.n_steps % seq or self.batch_size % seq):
             raise UserError(f"algo.bptt_len={seq} must divide algo.n_steps={self.n_steps} and "
                             f"algo.batch_size={self.batch_size} (minibatches of whole sequences)")
