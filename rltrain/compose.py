@@ -82,11 +82,34 @@ def compose_train_config(overrides: list[str] | None = None, *,
 
 
 def check_sweep(overrides: list[str]) -> None:
-    """A multirun: each value of its sweeps composed and checked as its jobs will be (the first
-    job's values are `compose_train_config`'s), so `algo=ppo,dqnn` is one line before any job
-    runs. Expects normalized overrides with their env options registered."""
-    for variant in sweep_variants([a for a in overrides if not a.startswith("-")]):
-        check_composed(compose_checked("config", variant))
+    """A multirun: each value of its sweeps composed and checked as its jobs will be, so
+    `algo=ppo,dqnn` is one line before any job runs; then every algorithm of the sweep against
+    every env of it (`algo=ppo,dqn env=Pendulum-v1`: DQN cannot handle Box actions), each env
+    built once to read its action space. Expects normalized overrides with their env options
+    registered."""
+    plain = [a for a in overrides if not a.startswith("-")]
+    first = _checked.train_cfg if _checked is not None and \
+        _checked.overrides == tuple(first_of_sweeps(plain)) else \
+        check_composed(compose_checked("config", first_of_sweeps(plain)))
+    configs = [first, *(check_composed(compose_checked("config", v))
+                        for v in sweep_variants(plain))]
+    algos = sorted({c.algo.name for c in configs})
+    envs = {c.env.id: c.env for c in configs}
+    if len(algos) > 1 or len(envs) > 1:  # one pair: its first job checks it at once
+        _check_action_spaces(algos, envs)
+
+
+def _check_action_spaces(algos: list[str], envs: dict[str, Any]) -> None:
+    """Each algorithm against each env's action space (`check_action_space`)."""
+    from rltrain.envs.make import make_env
+    from rltrain.registry import check_action_space
+
+    for env_id, env_cfg in envs.items():
+        env = make_env(env_cfg, num_envs=1, training=False)
+        kind = env.spec.action_kind
+        env.close()
+        for algo in algos:
+            check_action_space(algo, kind, env_id)
 
 
 def composed_dict(overrides: list[str]) -> dict[str, Any]:

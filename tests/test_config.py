@@ -343,6 +343,9 @@ def test_sweep_variants_give_every_other_value_once_and_long_number_sweeps_by_th
     (["seed=range(0,1000)", "algo.lr=1e-3,-1"], "algo.lr=-1.0 must be a finite number > 0"),
     (["algo.lr=1e-3,nan"], "algo.lr=nan must be a finite number > 0"),
     (["algo.n_steps=2048", "algo.batch_size=64,100,128"], "algo.batch_size=100 does not divide"),
+    # a pair no single variant has: dqn with Pendulum (the grid's job 3)
+    (["algo=ppo,dqn", "env=CartPole-v1,Pendulum-v1"], "algo=dqn cannot handle Pendulum-v1's Box "
+                                                      "action space; algorithms that fit: a2c"),
 ])
 def test_a_multirun_refuses_a_bad_value_of_any_sweep_before_its_first_job(
         sweep, message, tmp_path, monkeypatch, capsys):
@@ -350,7 +353,8 @@ def test_a_multirun_refuses_a_bad_value_of_any_sweep_before_its_first_job(
 
     monkeypatch.chdir(tmp_path)
     tiny = ["total_timesteps=64", "eval.episodes=1", "logger=none", "progress=off"]  # a regression: fast
-    monkeypatch.setattr(sys, "argv", ["rltrain", "-m", "env=CartPole-v1", *sweep, *tiny,
+    env = [] if any(a.startswith("env=") for a in sweep) else ["env=CartPole-v1"]
+    monkeypatch.setattr(sys, "argv", ["rltrain", "-m", *env, *sweep, *tiny,
                                       f"hydra.sweep.dir={tmp_path / 'sweep'}"])
     with pytest.raises(SystemExit) as exit_info:
         cli.main()
