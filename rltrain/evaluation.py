@@ -157,7 +157,9 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
                   deterministic=deterministic, seed=seed,
                   global_step=int(payload.get("counters", {}).get("global_step", 0)))
     if video:
-        result["videos"] = [str(v.path) for v in videos]
+        from rltrain.video import number_like_results
+
+        result["videos"] = [str(p) for p in number_like_results(videos, result["returns"])]
     if write:
         out = RunDir.of_checkpoint(path).eval_results
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -148,7 +148,7 @@ class EpisodeRecorder(gym.Wrapper):
     def _finish(self) -> None:
         assert self._writer is not None
         self._writer.close()
-        name = f"episode-{len(self.sink):02d}_return-{self._return:.1f}_length-{self._length}.mp4"
+        name = _video_name(len(self.sink), self._return, self._length)
         path = self._writer.path.rename(self.folder / name)
         self.sink.append(EpisodeVideo(path, self._return, self._length, self._writer.frames))
         self._writer, self.remaining = None, self.remaining - 1
@@ -158,6 +158,28 @@ class EpisodeRecorder(gym.Wrapper):
             self._writer.close()
             self._writer.path.unlink(missing_ok=True)
             self._writer = None
+
+
+def number_like_results(videos: list[EpisodeVideo], returns: list[float]) -> list[Path]:
+    """Rename `episode-<k>_...` (k: the order the recorded episodes ended) to the index of the
+    same episode in the evaluation's `returns` (results.json), so `episode-03` is `returns[3]`.
+    Matched by return (the recorder and the evaluation add the same raw rewards; lengths may
+    differ: frame skip); equal returns are interchangeable. Returns the new paths in order."""
+    free = list(range(len(returns)))
+    staged = []
+    for v in videos:
+        k = min(free, key=lambda i: abs(returns[i] - v.episode_return)) if free else len(returns)
+        if free:
+            free.remove(k)
+        staged.append((k, v, v.path.rename(v.path.with_name(f".numbering-{k}.mp4"))))
+    out = []
+    for k, v, tmp in staged:
+        out.append(tmp.rename(tmp.with_name(_video_name(k, v.episode_return, v.length))))
+    return out
+
+
+def _video_name(index: int, episode_return: float, length: int) -> str:
+    return f"episode-{index:02d}_return-{episode_return:.1f}_length-{length}.mp4"
 
 
 def clear_videos(folder: Path) -> None:

@@ -118,14 +118,17 @@ def test_eval_video_writes_one_mp4_per_recorded_episode_with_length_plus_one_fra
     videos = tmp_path / "eval" / "videos"
     videos.mkdir(parents=True)
     (videos / "episode-07_return-1.0_length-1.mp4").write_bytes(b"stale")
-    result = evaluate(ckpt, episodes=3, num_envs=2, seed=0, video=True, video_episodes=2)
-    assert [Path(p).parent for p in result["videos"]] == [videos, videos]
+    # seed 1: an unrecorded episode (row 2's) ends before a recorded one, so the order the
+    # videos end in is not their place in results.json
+    result = evaluate(ckpt, episodes=6, num_envs=3, seed=1, video=True, video_episodes=2)
+    assert [Path(p).parent for p in result["videos"]] == [videos] * 2
     assert sorted(p.name for p in videos.iterdir()) == sorted(Path(p).name for p in result["videos"])
-    evaluated = list(zip(result["returns"], result["lengths"], strict=True))
     for path in result["videos"]:
-        ret, length = re.fullmatch(r"episode-\d\d_return-([\d.]+)_length-(\d+)\.mp4",
-                                   Path(path).name).groups()
-        assert (float(ret), int(length)) in evaluated  # a video of an evaluated episode
+        index, ret, length = re.fullmatch(r"episode-(\d\d)_return-([\d.]+)_length-(\d+)\.mp4",
+                                          Path(path).name).groups()
+        # the file's number is the episode's place in results.json
+        assert (float(ret), int(length)) == (result["returns"][int(index)],
+                                             result["lengths"][int(index)])
         assert count_frames(path) == int(length) + 1
     frame = read_frame(result["videos"][0], 0)
     assert frame.shape == (400, 600, 3) and frame.std() > 10  # a real CartPole drawing
