@@ -161,8 +161,8 @@ class GymVecEnv:
         """Map the algorithm's action to what the env accepts (see class docstring)."""
         a = action.detach().cpu().numpy()
         kind, space = self.spec.action_kind, self.venv.single_action_space
-        if kind == "discrete":
-            return a.astype(np.int64).reshape(self.spec.num_envs)
+        if kind == "discrete":  # counted from the space's start (Discrete(n, start=k))
+            return a.astype(np.int64).reshape(len(a)) + int(getattr(space, "start", 0))
         if kind == "multi_discrete":  # [N, k] choices, each counted from the space's start
             start = getattr(space, "start", None)
             a = a.astype(np.int64).reshape(len(a), -1)  # len(a): export checks send batches

@@ -46,10 +46,10 @@ class ExportedPolicy(nn.Module):
         gym_env = find_layer(env, GymVecEnv)
         assert isinstance(gym_env, GymVecEnv), "export needs a gymnasium-backed VecEnv"
         self.discrete = gym_env.spec.action_kind in CHOICE_KINDS  # int64 actions, compared exactly
-        start = getattr(gym_env.venv.single_action_space, "start", None)  # MultiDiscrete's
+        start = getattr(gym_env.venv.single_action_space, "start", None)  # (Multi)Discrete's
         self.register_buffer("action_start", torch.as_tensor(
-            start if gym_env.spec.action_kind == "multi_discrete" and start is not None else 0,
-            dtype=torch.int64))
+            start if gym_env.spec.action_kind in ("discrete", "multi_discrete")
+            and start is not None else 0, dtype=torch.int64))
         entries = env.spec.obs_entries  # Dict / Tuple: one input per entry, in this order
         self.keys = [e.key for e in entries]
         # int64 inputs, one-hot in the network: categorical observations or entries
@@ -150,8 +150,6 @@ def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray | dict[str, np
         stepper.state, stepper.starts = state, torch.zeros(rows, dtype=torch.bool)
     action = stepper(x, True, None if mask is None else torch.as_tensor(mask))
     state = stepper.state if state is not None else None
-    if gym_env.spec.action_kind == "discrete":
-        out = action.cpu().numpy().astype(np.int64)
-    else:  # Box: rescaled; MultiDiscrete: its start added; MultiBinary: as the env takes it
-        out = gym_env.to_env_action(action)
+    # Box: rescaled; (Multi)Discrete: its start added; MultiBinary: as the env takes it
+    out = gym_env.to_env_action(action)
     return out if state is None else (out, state.cpu().numpy())

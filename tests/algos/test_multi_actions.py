@@ -91,6 +91,25 @@ def test_a_multi_action_policy_exports_with_identical_actions(env_class, fmt, tm
     assert result["action_shape"] == [3]
 
 
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_a_discrete_space_with_a_start_gets_actions_counted_from_it(algo, tmp_path):
+    """Discrete(3, start=-1): the env receives -1, 0, 1 (it asserts so), and learns to hit its
+    target in training, in eval and in the exported policy (which outputs env actions)."""
+    from rltrain.export.command import export_policy
+
+    extra = (["algo.learning_starts=200", "algo.exploration_steps=1000", "algo.lr=3e-3"]
+             if algo == "dqn" else ["algo.lr=3e-3", "algo.ent_coef=0.0"])
+    cfg = compose_train_config([f"algo={algo}", "env.id=tests.envs.space_envs:DiscreteStartAction",
+                                "env.num_envs=2", "total_timesteps=3000", "algo.hidden_sizes=[32]",
+                                "eval.episodes=4", "eval.num_envs=2", "logger=none",
+                                "progress=off", "checkpoint.freq=0", "seed=0", *extra])
+    result = Runner(cfg, tmp_path).run()
+    assert result["mean_reward"] >= 7.0  # of 8: the start is applied (0-based actions: ~2.7)
+    assert evaluate(tmp_path, episodes=4, named=TRUSTED)["mean_reward"] >= 7.0
+    exported = export_policy(tmp_path, "torchscript", check_samples=64, named=TRUSTED)
+    assert exported["ok"] and exported["mismatches"] == 0, exported
+
+
 @pytest.mark.parametrize("algo", ["dqn", "sac", "td3", "ddpg"])
 @pytest.mark.parametrize("env_class", sorted(ENVS))
 def test_algorithms_without_multi_actions_refuse_in_one_line(algo, env_class, tmp_path):

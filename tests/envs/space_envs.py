@@ -156,6 +156,20 @@ class MultiDiscreteAction(_Targets):
         return np.asarray(action) - 1 == self.target
 
 
+class DiscreteStartAction(_Targets):
+    """`Discrete(3, start=-1)`: the action should be `target[0] - 1` (one dimension, three
+    choices); an action outside the space (0-based, say) fails the env's assertion."""
+
+    dims, choices = 1, 3
+
+    def __init__(self, length: int = 8, render_mode: str | None = None):
+        super().__init__(length, render_mode)
+        self.action_space = gym.spaces.Discrete(3, start=-1)
+
+    def _hits(self, action: Any) -> np.ndarray:
+        return np.asarray([int(action) + 1 == self.target[0]])
+
+
 class MultiBinaryAction(_Targets):
     """`MultiBinary(3)`: bit i should equal `target[i]`."""
 
