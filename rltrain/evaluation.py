@@ -62,12 +62,19 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
         running += res.reward.cpu().numpy()
         steps += 1
         ep = res.info.get("episode")
+        reported: set[int] = set()
         if ep is not None:
             for i, ret, length in zip(ep["index"], ep["return"], ep["length"], strict=True):
+                reported.add(int(i))
                 if counts[i] < targets[i]:
                     counts[i] += 1
                     returns.append(float(ret))
                     lengths.append(int(length))
+        for i in np.flatnonzero(done):  # a native env that gives no info["episode"]: own sums
+            if int(i) not in reported and counts[i] < targets[i]:
+                counts[i] += 1
+                returns.append(float(running[i]))
+                lengths.append(int(steps[i]))
         running[done], steps[done] = 0.0, 0
         for i in np.flatnonzero((steps >= max_episode_steps) & (counts < targets)):
             log.warning("evaluation: an episode ran %s steps without ending (the env has no "

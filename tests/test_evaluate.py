@@ -128,6 +128,31 @@ def test_an_episode_that_never_ends_is_cut_and_the_evaluation_ends(counter_env_i
     assert "ran 5 steps without ending" in caplog.text and "env.max_episode_steps" in caplog.text
 
 
+class WithoutEpisodeInfo:
+    """A VecEnv that reports ends (terminated / truncated) but no info["episode"], as a native
+    batched env may: evaluation once waited for episodes it never counted."""
+
+    def __init__(self, env):
+        self.env, self.spec, self.device = env, env.spec, env.device
+
+    def reset(self, seed=None):
+        return self.env.reset(seed)
+
+    def step(self, action):
+        res = self.env.step(action)
+        res.info.pop("episode", None)
+        return res
+
+
+def test_an_env_without_episode_info_is_evaluated_from_its_own_rewards(counter_env_id):
+    env = make_env(EnvConfig(id=counter_env_id, num_envs=2, max_episode_steps=10), training=False)
+    calls = iter(range(10**9))  # a regression stops with EvalInterrupted, not a hang
+    result = run_episodes(EndAtThree(), WithoutEpisodeInfo(env), episodes=5, deterministic=True,
+                          seed=0, stop=lambda: next(calls) > 1000)
+    env.close()
+    assert result["returns"] == [6.0] * 5 and result["lengths"] == [3] * 5
+
+
 def test_package_names_are_the_api_functions_after_every_submodule_is_loaded():
     """README's `from rltrain import train, evaluate, Runner`: a submodule of the same name,
     once imported (training imports them all), would shadow the lazy name on the package."""
