@@ -93,7 +93,18 @@ def require_named(env: Any, named: NamedCode, source: str) -> None:
     missing = [m for m in needed if m not in named.modules]
     if missing:
         what = "; ".join(needed[m] for m in missing)
-        add = (f"env.import={missing[0]}" if len(missing) == 1
-               else f"env.imports=[{','.join(missing)}]")
+        add = import_override(missing)
         raise UserError(f"{source} names code to run ({what}); rltrain never imports code named "
                         f"in a file: if you trust it, add {add} to this command")
+
+
+def import_override(modules: list[str]) -> str:
+    """`env.import=m`, or `env.imports=[a,b]` for several modules."""
+    return f"env.import={modules[0]}" if len(modules) == 1 else f"env.imports=[{','.join(modules)}]"
+
+
+def resume_command(run_dir: Any, env: Any) -> str:
+    """`rltrain resume=<run_dir>`, with the `env.import=` that a run of an env of the user's own
+    module needs (a resume never imports code its checkpoint names: it must be named again)."""
+    needed = sorted(m for m in code_modules(env) if m not in BUILTIN_MODULES)
+    return f"rltrain resume={run_dir}" + (f" {import_override(needed)}" if needed else "")

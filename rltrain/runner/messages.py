@@ -11,6 +11,7 @@ import torch
 
 from rltrain.algos.configs.base import OffPolicyConfig
 from rltrain.config import TrainConfig
+from rltrain.envs.trust import resume_command
 from rltrain.nets.encoder import describe
 from rltrain.nets.spec import resolve_nets
 from rltrain.run_dir import RunDir
@@ -63,10 +64,11 @@ def say_done(result: dict[str, Any], step: int, checkpoints: Path) -> None:
              result["episodes"], checkpoints)
 
 
-def say_stopped(reason: str, step: int, run_dir: Path) -> None:
-    """One line after a requested stop: why, where, and the command that continues the run."""
-    log.warning("stopped (%s) at step %s; checkpoint saved. Resume with: rltrain resume=%s",
-                reason, f"{step:,}", run_dir)
+def say_stopped(reason: str, step: int, run_dir: Path, env: Any = None) -> None:
+    """One line after a requested stop: why, where, and the command that continues the run
+    (`env`: the run's env config, for the `env.import=` an env of the user's module needs)."""
+    log.warning("stopped (%s) at step %s; checkpoint saved. Resume with: %s",
+                reason, f"{step:,}", resume_command(run_dir, env))
 
 
 def say_eval(result: dict[str, Any], step: int) -> bool:
@@ -81,8 +83,8 @@ def say_eval(result: dict[str, Any], step: int) -> bool:
     return False
 
 
-def kept(run_dir: Path) -> str:
+def kept(run_dir: Path, env: Any = None) -> str:
     """What a failed run leaves to continue from: its last good checkpoint, if any."""
     if RunDir(run_dir).latest.is_file():
-        return f"the last good checkpoint is kept: resume with rltrain resume={run_dir}"
+        return f"the last good checkpoint is kept: resume with {resume_command(run_dir, env)}"
     return "no checkpoint was written yet"

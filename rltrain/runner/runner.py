@@ -205,12 +205,14 @@ class Runner:
 
     def _env_error(self, exc: EnvError) -> EnvError:
         """`exc` with the env step it happened at and where the last good checkpoint is."""
-        return EnvError(f"{exc} (at env step {self.state.global_step:,}); {kept(self.run_dir)}")
+        return EnvError(f"{exc} (at env step {self.state.global_step:,}); "
+                        f"{kept(self.run_dir, self.cfg.env)}")
 
     def _stopped(self) -> dict[str, Any]:
         """Save `latest.pt` after a requested stop and tell the user how to continue."""
         self.save(self.paths.latest)
-        say_stopped(self.state.stop_reason or "callback", self.state.global_step, self.run_dir)
+        say_stopped(self.state.stop_reason or "callback", self.state.global_step, self.run_dir,
+                    self.cfg.env)
         last = dict(self.state.last_eval or NO_EVAL)
         last["stopped"] = self.state.stop_reason or "callback"
         return last

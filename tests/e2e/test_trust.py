@@ -201,9 +201,15 @@ def test_env_fault_mid_run_is_one_line_naming_the_env_and_keeps_the_checkpoint(
             "checkpoint.freq=64", "eval.freq=0", "total_timesteps=2048", "hydra.run.dir=run"]
     result = run_cli(argv, tmp_path, monkeypatch, capfd)
     assert_refused(result, EXIT_TRAINING, ENV_FAULTS[fault])
-    assert FAULTY in result.err and "the last good checkpoint is kept" in result.err
+    # the hint is a command that works: the env's module is named again (checkpoints never
+    # import code on their own)
+    hint = f"resume with rltrain resume={tmp_path / 'run'} env.import=tests.envs.faulty_envs"
+    assert FAULTY in result.err and f"the last good checkpoint is kept: {hint}" in result.err
     payload = checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")
     assert 0 < payload["counters"]["global_step"] < 2048
+    if fault == "raise_step":  # it resumes, and the env raises again
+        again = run_cli(hint.split()[3:], tmp_path, monkeypatch, capfd)
+        assert_refused(again, EXIT_TRAINING, ENV_FAULTS[fault])
 
 
 def test_env_fault_at_the_first_reset_is_one_line(tmp_path, monkeypatch, capfd):
