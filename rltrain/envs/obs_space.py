@@ -110,9 +110,12 @@ def leaves(space: gym.Space, key: str = "", path: tuple[Any, ...] = ()) -> list[
     nvec, start = categorical_space(space)
     if nvec is not None:
         return [Leaf(key, path, space, nvec, start)]
+    where = f" (entry {key!r})" if key else ""
+    if isinstance(space, gym.spaces.Box) and space.shape == ():
+        raise UserError(f"observation space {space}{where} is 0-dimensional: give it shape (1,) "
+                        f"(and return observations as arrays of one value)")
     if isinstance(space, gym.spaces.Box):
         return [Leaf(key, path, space)]
-    where = f" (entry {key!r})" if key else ""
     raise UserError(f"unsupported observation space {space}{where}: rltrain handles {SUPPORTED}")
 
 

@@ -173,3 +173,13 @@ def test_array_tensor_converts_like_as_tensor_and_copies_what_it_cannot_share():
         warnings.simplefilter("error")
         assert array_tensor(read_only, np.float32, cpu).tolist() == [1.0, 1.0, 1.0]
         assert array_tensor(reversed_rows, np.float32, cpu).tolist() == [[4, 5], [2, 3], [0, 1]]
+
+
+@pytest.mark.parametrize("space", [gym.spaces.Box(-1.0, 1.0, (), np.float32),
+                                   gym.spaces.Dict({"x": gym.spaces.Box(0.0, 1.0, (), np.float32)})])
+def test_a_0_dimensional_box_observation_is_refused_in_one_line(space):
+    """obs.flatten(1) failed on it with an IndexError deep in the network."""
+    from rltrain.envs.obs_space import leaves
+
+    with pytest.raises(UserError, match=r"is 0-dimensional: give it shape \(1,\)"):
+        leaves(space)
