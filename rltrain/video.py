@@ -107,9 +107,10 @@ class EpisodeRecorder(gym.Wrapper):
     `EpisodeVideo` to the shared `sink` as each one ends. Renders only while recording."""
 
     def __init__(self, env: gym.Env, folder: Path, episodes: int, sink: list[EpisodeVideo],
-                 tag: str = "0"):
+                 tag: str = "0", name: str | None = None):
         super().__init__(env)
         self.folder, self.remaining, self.sink, self.tag = Path(folder), episodes, sink, tag
+        self.name = name or (env.spec.id if env.spec else "this env")  # for its error lines
         self.fps = int(env.metadata.get("render_fps") or 30)
         self._writer: Mp4Writer | None = None
         self._return, self._length = 0.0, 0
@@ -139,10 +140,15 @@ class EpisodeRecorder(gym.Wrapper):
         super().close()
 
     def _render(self) -> np.ndarray:
-        frame = self.env.render()
+        try:
+            frame = self.env.render()
+        except Exception as exc:  # the env's own code: one line naming it and render()
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise UserError(f"env {self.name} raised {type(exc).__name__} in render() (video="
+                            f"true): {first}; run eval without video=true") from exc
         if not isinstance(frame, np.ndarray) or frame.ndim != 3:
-            name = self.env.spec.id if self.env.spec else "this env"
-            raise UserError(f"{name} returned no RGB frame from render(); run eval without video=true")
+            raise UserError(f"env {self.name} returned no RGB frame from render(); run eval "
+                            f"without video=true")
         return frame
 
     def _finish(self) -> None:
@@ -213,4 +219,4 @@ def _recorded(cfg: EnvConfig, folder: Path, episodes: int, sink: list[EpisodeVid
         env.close()
         raise UserError(f"env {cfg.id} cannot render RGB frames (render_modes: "
                         f"{env.metadata.get('render_modes', [])}); run eval without video=true")
-    return EpisodeRecorder(env, folder, episodes, sink, tag)
+    return EpisodeRecorder(env, folder, episodes, sink, tag, cfg.id)

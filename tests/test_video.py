@@ -161,3 +161,29 @@ def test_video_episodes_must_be_positive(tmp_path):
 def test_an_env_that_cannot_render_is_a_user_error(tmp_path, counter_env_id):
     with pytest.raises(UserError, match="cannot render RGB frames"):
         make_recording_env(EnvConfig(id=counter_env_id), "cpu", [1], tmp_path, [])
+
+
+class BrokenLamp(Lamp):
+    """`render()` raises (`broken="raise"`) or returns no frame (`broken="none"`)."""
+
+    def __init__(self, render_mode: str | None = None, broken: str = "raise") -> None:
+        super().__init__(render_mode)
+        self.broken = broken
+
+    def render(self):
+        if self.broken == "raise":
+            raise RuntimeError("the lamp blew")
+        return None
+
+
+@pytest.mark.parametrize(("broken", "message"), [
+    ("raise", r"env tests.test_video:BrokenLamp raised RuntimeError in render\(\) \(video=true\): "
+              r"the lamp blew; run eval without video=true"),
+    ("none", r"env tests.test_video:BrokenLamp returned no RGB frame from render\(\)"),
+])
+def test_a_render_that_fails_is_one_line_naming_the_env_and_render(broken, message, tmp_path, av):
+    cfg = EnvConfig(id="tests.test_video:BrokenLamp", kwargs={"broken": broken})
+    env = make_recording_env(cfg, "cpu", [1], tmp_path, [])
+    with pytest.raises(UserError, match=message):
+        env.reset(seed=0)
+    env.close()
