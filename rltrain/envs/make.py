@@ -17,6 +17,7 @@ from rltrain.config_checks import ON_POLICY_NUM_ENVS
 from rltrain.envs.atari import ale_kwargs, preprocessing, wrap_frames
 from rltrain.envs.atari_vec import ATARI_VEC_WRAPPERS, wrap_atari_vec
 from rltrain.envs.check import check_env, vec_kwargs
+from rltrain.envs.contract import ContractChecked
 from rltrain.envs.custom import (
     apply_wrappers,
     call_factory,
@@ -62,7 +63,7 @@ def _make_vec(cfg: EnvConfig, device: torch.device | str, n: int) -> VecEnv:
                             f"(needs spec, reset and step; see rltrain/envs/vec_env.py)")
         if env.spec.num_envs != n:
             raise UserError(f"env factory {cfg.id} built {env.spec.num_envs} envs; asked for {n}")
-        return env
+        return ContractChecked(env, cfg.id)
     fns = [partial(_make_one, cfg) for _ in range(n)]
     vec_cls = AsyncVectorEnv if cfg.vectorization == "async" else SyncVectorEnv
     return GymVecEnv(vec_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP), device, name=cfg.id)

@@ -15,6 +15,7 @@ import torch
 
 from rltrain import checkpoint
 from rltrain.config import EnvConfig, WrapperConfig
+from rltrain.envs.contract import ContractChecked
 from rltrain.envs.make import _make_one, make_env
 from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
@@ -182,7 +183,8 @@ def test_batched_factory_or_class_is_built_directly_with_num_envs_device_and_kwa
     CorridorVecEnv.built.clear()
     env = make_env(EnvConfig(id=f"{MODULE}:{name}", num_envs=3, kwargs={"length": 2}),
                    torch.device("cpu"), num_envs=5)
-    assert isinstance(env, CorridorVecEnv)  # no gymnasium adapter in between
+    # no gymnasium adapter in between: only the check of its first reset and step
+    assert isinstance(env, ContractChecked) and isinstance(env.env, CorridorVecEnv)
     assert CorridorVecEnv.built == [{"num_envs": 5, "device": torch.device("cpu"), "length": 2,
                                      "horizon": 20}]
 
@@ -212,7 +214,7 @@ def test_own_native_vec_env_trains_through_the_runner_with_its_infos(tmp_path, t
                    env={"id": f"{MODULE}:CorridorVecEnv", "max_episode_steps": None,
                         "kwargs": {"horizon": 6}})
     runner = Runner(cfg, tmp_path)
-    assert isinstance(runner.env, CorridorVecEnv) and isinstance(runner.eval_env, CorridorVecEnv)
+    assert isinstance(runner.env.env, CorridorVecEnv) and isinstance(runner.eval_env.env, CorridorVecEnv)
     assert [b["num_envs"] for b in CorridorVecEnv.built] == [2, 2]  # train, eval
     assert all(b["horizon"] == 6 for b in CorridorVecEnv.built)
     result = runner.run()
@@ -225,3 +227,51 @@ def test_own_native_vec_env_trains_through_the_runner_with_its_infos(tmp_path, t
     assert {"reward/goal", "reward/step_cost", "extra/position"} <= names
     assert all(0.0 <= v <= 4.0 for n, v in rows if n == "extra/position")
     assert all(-0.6 - 1e-6 <= v <= 0.0 for n, v in rows if n == "reward/step_cost")  # <= 6 x -0.1f32
+
+
+class BreaksTheContract:
+    """A batched env that returns one field of the wrong kind (see `BUGS`)."""
+
+    def __init__(self, env, bug: str):
+        self.env, self.bug, self.spec, self.device = env, bug, env.spec, env.device
+
+    def reset(self, seed=None):
+        obs = self.env.reset(seed)
+        return obs.numpy() if self.bug == "numpy_obs" else obs
+
+    def step(self, action):
+        res = self.env.step(action)
+        n = self.spec.num_envs
+        if self.bug == "wide_obs":
+            res.obs = torch.zeros(n, self.spec.obs_shape[0] + 2)
+        elif self.bug == "column_reward":
+            res.reward = res.reward.reshape(n, 1)
+        elif self.bug == "int_terminated":
+            res.terminated = res.terminated.long()
+        elif self.bug == "tuple":
+            return (res.obs, res.reward)
+        return res
+
+
+BUGS = {  # bug -> fragment of the one line
+    "numpy_obs": "reset() is ndarray, the VecEnv contract wants a tensor of shape [3, 2]",
+    "wide_obs": "step().obs is a torch.float32 tensor of shape [3, 4], the VecEnv contract "
+                "wants a tensor of shape [3, 2]",
+    "column_reward": "step().reward is a torch.float32 tensor of shape [3, 1], the VecEnv "
+                     "contract wants a floating tensor of shape [3]",
+    "int_terminated": "step().terminated is a torch.int64 tensor of shape [3], the VecEnv "
+                      "contract wants a bool tensor of shape [3]",
+    "tuple": "step() returned tuple, the VecEnv contract wants a StepResult",
+}
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_a_batched_env_that_breaks_the_contract_is_one_line_naming_the_field(bug):
+    from rltrain.errors import EnvError
+
+    inner = make_env(EnvConfig(id=f"{MODULE}:CorridorVecEnv", num_envs=3), num_envs=3).env
+    env = ContractChecked(BreaksTheContract(inner, bug), "mine:Broken")
+    with pytest.raises(EnvError) as err:
+        env.reset(seed=0)
+        env.step(torch.zeros(3, dtype=torch.int64))
+    assert str(err.value).startswith("env mine:Broken: ") and BUGS[bug] in str(err.value)
