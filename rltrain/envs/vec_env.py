@@ -270,6 +270,9 @@ class GymVecEnv:
         if "broadcast" in message or "shape" in message:  # SyncVectorEnv copying a wrong obs
             message += (f" (its observations must match observation_space "
                         f"{self.venv.single_observation_space})")
+        elif isinstance(exc, ValueError) and "values to unpack" in message:  # the old gym API
+            message += (" (gymnasium's API: reset() returns (obs, info), step() returns (obs, "
+                        "reward, terminated, truncated, info))")
         return EnvError(message[:400])
 
     def _check_finite(self, arrays: list[np.ndarray], reward: np.ndarray) -> None:

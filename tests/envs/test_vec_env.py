@@ -183,3 +183,27 @@ def test_a_0_dimensional_box_observation_is_refused_in_one_line(space):
 
     with pytest.raises(UserError, match=r"is 0-dimensional: give it shape \(1,\)"):
         leaves(space)
+
+
+class OldGymReset(gym.Env):
+    """gym < 0.26's API: reset() returns the observation alone."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(3, np.float32)
+
+
+def test_an_env_on_the_old_gym_api_is_one_line_naming_gymnasiums():
+    from rltrain.errors import EnvError
+
+    env = make_env(EnvConfig(id="tests.envs.test_vec_env:OldGymReset", num_envs=1), num_envs=1)
+    with pytest.raises(EnvError) as err:
+        env.reset(seed=0)
+    env.close()
+    message = str(err.value)
+    assert message.startswith("env tests.envs.test_vec_env:OldGymReset raised ValueError in "
+                              "reset(): too many values to unpack")
+    assert message.endswith("(gymnasium's API: reset() returns (obs, info), step() returns "
+                            "(obs, reward, terminated, truncated, info))")
