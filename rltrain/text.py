@@ -37,3 +37,10 @@ def dotted(tree: dict, prefix: str = "") -> dict:
         else:
             out[f"{prefix}{key}"] = value
     return out
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when it has none): the part of
+    an error from user or library code that a one-line message quotes."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -31,6 +31,7 @@ from rltrain.envs.make import _make_one
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
 from rltrain.errors import UserError
+from rltrain.text import first_line
 
 VIDEO_EXTRA = 'pip install "rltrain[video]"'
 
@@ -143,9 +144,8 @@ class EpisodeRecorder(gym.Wrapper):
         try:
             frame = self.env.render()
         except Exception as exc:  # the env's own code: one line naming it and render()
-            first = (str(exc).strip().splitlines() or [""])[0]
             raise UserError(f"env {self.name} raised {type(exc).__name__} in render() (video="
-                            f"true): {first}; run eval without video=true") from exc
+                            f"true): {first_line(exc)}; run eval without video=true") from exc
         if not isinstance(frame, np.ndarray) or frame.ndim != 3:
             raise UserError(f"env {self.name} returned no RGB frame from render(); run eval "
                             f"without video=true")

@@ -24,6 +24,8 @@ class ContractChecked:
         self._stepped = False
 
     def __getattr__(self, attr: str) -> Any:  # everything else is the env's own
+        if attr == "env":  # not set yet (a copy): no endless lookup of self.env
+            raise AttributeError(attr)
         return getattr(self.env, attr)
 
     def reset(self, seed: int | None = None) -> Any:

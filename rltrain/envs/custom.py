@@ -39,7 +39,7 @@ from rltrain.envs.families import (
 )
 from rltrain.envs.mujoco_log import route_mujoco_warnings
 from rltrain.errors import UserError
-from rltrain.text import closest
+from rltrain.text import closest, first_line
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,10 @@ def import_module(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise UserError(f"cannot import env module {name!r}: {_first_line(exc)}") from exc
+        raise UserError(f"cannot import env module {name!r}: {first_line(exc)}") from exc
     except Exception as exc:  # the module's own code raised while importing
         raise UserError(f"cannot import env module {name!r}: "
-                        f"{type(exc).__name__}: {_first_line(exc)}") from exc
+                        f"{type(exc).__name__}: {first_line(exc)}") from exc
 
 
 def import_modules(names: Iterable[str]) -> None:
@@ -181,7 +181,7 @@ def call_factory(source: EnvSource, kwargs: dict[str, Any]) -> Any:
         raise
     except Exception as exc:
         raise UserError(f"env factory {source.env_id} failed: {type(exc).__name__}: "
-                        f"{_first_line(exc)}") from exc
+                        f"{first_line(exc)}") from exc
 
 
 def make_gym_env(source: EnvSource, kwargs: dict[str, Any], max_episode_steps: int | None,
@@ -196,14 +196,14 @@ def make_gym_env(source: EnvSource, kwargs: dict[str, Any], max_episode_steps: i
         try:
             return gym.make(source.env_id, **kwargs)
         except TypeError as exc:  # an env.kwargs value of the wrong type, say
-            raise UserError(f"env {source.env_id}: TypeError: {_first_line(exc)} (check "
+            raise UserError(f"env {source.env_id}: TypeError: {first_line(exc)} (check "
                             f"env.kwargs)") from exc
         except (ModuleNotFoundError, gym.error.DependencyNotInstalled) as exc:  # phys2d/: jax
             raise UserError(f"env {source.env_id} needs a package that is not installed: "
-                            f"{type(exc).__name__}: {_first_line(exc)}") from exc
+                            f"{type(exc).__name__}: {first_line(exc)}") from exc
         except ImportError as exc:  # `cannot import name ...`: the env's own code, or shimmy's
             raise UserError(f"env {source.env_id} failed to import what it needs: "
-                            f"{type(exc).__name__}: {_first_line(exc)}") from exc
+                            f"{type(exc).__name__}: {first_line(exc)}") from exc
     env = call_factory(source, kwargs)
     if not isinstance(env, gym.Env):
         hint = (" (a batched env: give the factory `num_envs` and `device` parameters)"
@@ -238,7 +238,7 @@ def resolve_wrapper(name: str) -> type:
             cls = getattr(gym.wrappers, name)
         except ImportError as exc:  # wrappers with optional dependencies (jax, array_api_compat)
             raise UserError(f"wrapper {name} needs a package that is missing: "
-                            f"{_first_line(exc)}") from exc
+                            f"{first_line(exc)}") from exc
     if not (isinstance(cls, type) and issubclass(cls, gym.Wrapper)):
         raise UserError(f"wrapper {name!r} is not a gymnasium.Wrapper subclass")
     return cls
@@ -258,7 +258,7 @@ def apply_wrappers(env: gym.Env, wrappers: Iterable[Any]) -> gym.Env:
             env = cls(env, **dict(w.kwargs))
         except Exception as exc:
             raise UserError(f"env.wrappers {w.name}: {type(exc).__name__}: "
-                            f"{_first_line(exc)}") from exc
+                            f"{first_line(exc)}") from exc
     return env
 
 
@@ -266,6 +266,3 @@ def _public_callables(module: ModuleType) -> list[str]:
     return [k for k, v in vars(module).items() if callable(v) and not k.startswith("_")]
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from gymnasium.envs.registration import EnvSpec
 
+from rltrain.text import first_line
+
 VERSION = 2
 """Snapshots of rltrain 0.1 had no version and could be partial: they are never restored."""
 CLASSIC_CONTROL = "gymnasium.envs.classic_control"
@@ -198,7 +200,7 @@ def restore(venv: gym.vector.VectorEnv, state: Any) -> str | None:
     try:
         writes = _plan(venv, state)
     except (Mismatch, KeyError, TypeError) as exc:
-        return f"the saved simulator state does not fit this env ({_first_line(exc)})"
+        return f"the saved simulator state does not fit this env ({first_line(exc)[:160]})"
     for write in writes:
         write()
     return None
@@ -260,7 +262,7 @@ def _plan_generator(live: np.random.Generator, saved: Any, where: str) -> Any:
     try:
         type(live.bit_generator)().state = state
     except (TypeError, ValueError, KeyError, OverflowError) as exc:
-        raise Mismatch(f"{where}: {_first_line(exc)}") from None
+        raise Mismatch(f"{where}: {first_line(exc)[:160]}") from None
     return partial(setattr, live.bit_generator, "state", state)
 
 
@@ -272,7 +274,7 @@ def _load_protocol(env: Any, state: Any, where: str) -> None:
         env.load_sim_state(state)
     except Exception as exc:  # the user's code: any failure is one line, not a traceback
         raise UserError(f"resume: {where}.load_sim_state refused the saved state "
-                        f"({type(exc).__name__}: {_first_line(exc)})") from exc
+                        f"({type(exc).__name__}: {first_line(exc)[:160]})") from exc
 
 
 def _fits(live: Any, saved: Any) -> bool:
@@ -308,6 +310,3 @@ def _numeric_shape(value: Any) -> tuple[int, ...] | None:
     return None
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:160] if text else type(exc).__name__

@@ -13,6 +13,7 @@ from rltrain.errors import UserError
 from rltrain.loggers.backend import import_backend, run_name
 from rltrain.loggers.config import SwanlabConfig
 from rltrain.run_dir import RunDir
+from rltrain.text import first_line
 from rltrain.types import Metrics
 
 
@@ -32,7 +33,7 @@ class SwanlabLogger:
                 log_dir=str(log_dir), config=config, mode=cfg.mode,
                 id=run_id, resume="allow" if run_id else None)
         except Exception as exc:  # no API key, no network ...: swanlab's own types
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            first = first_line(exc)
             raise UserError(f"swanlab: {first} (without an account: logger.swanlab.mode=offline)"
                             ) from exc
         run_id = getattr(self.run, "id", None)

@@ -14,6 +14,7 @@ from rltrain.errors import UserError
 from rltrain.loggers.backend import import_backend, run_name
 from rltrain.loggers.config import WandbConfig
 from rltrain.run_dir import RunDir
+from rltrain.text import first_line
 from rltrain.types import Metrics
 
 STEP_KEY = "global_step"
@@ -39,7 +40,7 @@ class WandbLogger:
                 mode=cfg.mode,  # None: WANDB_MODE decides (an explicit mode would override it)
                 id=run_id, resume="allow" if run_id else None)
         except Exception as exc:  # no API key, no network, bad entity ...: wandb's own types
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            first = first_line(exc)
             raise UserError(f"wandb: {first} (without an account: WANDB_MODE=offline)") from exc
         if getattr(self.run, "id", None) and not getattr(self.run, "disabled", False):
             id_file.parent.mkdir(parents=True, exist_ok=True)
