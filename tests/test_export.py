@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rltrain import api, checkpoint, cli
-from rltrain.config import EnvConfig, TrainConfig, config_to_dict
+from rltrain.config import EnvConfig, TrainConfig, WrapperConfig, config_to_dict
 from rltrain.config_checks import validate
 from rltrain.envs.make import make_env
 from rltrain.envs.normalize import NormalizeObs
@@ -125,6 +125,40 @@ def test_every_algorithm_exports_to_torchscript(name, tmp_path, recwarn):
     assert result["ok"] and result["normalized_obs"]
     assert result["action_shape"] == ([] if name == "dqn" else [1])
     assert not [w for w in recwarn if issubclass(w.category, torch.jit.TracerWarning)]
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_a_float64_env_exports_a_float32_input_and_says_so(fmt, tmp_path, monkeypatch, capsys):
+    """The export takes float32 whatever the env's float dtype (the networks' dtype): the
+    printed line and the file's metadata say float32, and float32 observations run. They said
+    the env's float64, which ONNX Runtime then refused ("Unexpected input data type")."""
+    if fmt == "onnx":
+        pytest.importorskip("onnxruntime")
+    wrapper = WrapperConfig(name="DtypeObservation", kwargs={"dtype": "float64"})
+    cfg = validate(TrainConfig(algo=ALGOS["ppo"].config(name="ppo", hidden_sizes=[16]),
+                               env=EnvConfig(id="Pendulum-v1", num_envs=1, wrappers=[wrapper])))
+    env = make_env(cfg.env, num_envs=1)
+    assert find_layer(env, GymVecEnv).venv.single_observation_space.dtype == np.float64
+    algo = ALGOS["ppo"].build(cfg.algo, env.spec, "cpu")
+    env.close()
+    path = checkpoint.save({"config": config_to_dict(cfg), "algo": algo.state_dict(), "env": {},
+                            "counters": {}}, tmp_path / "checkpoints" / "latest.pt")
+    monkeypatch.setattr(sys, "argv", ["rltrain", "export", f"ckpt={path}", f"format={fmt}",
+                                      "check_samples=50"])
+    cli.main()
+    assert "float32 obs [batch, 3]" in capsys.readouterr().out
+    out = Path(path).parent.parent / "export" / f"policy.{'onnx' if fmt == 'onnx' else 'pt'}"
+    assert formats.read_metadata(fmt, out)["obs_dtype"] == "float32"
+    if fmt == "onnx":
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+        assert session.get_inputs()[0].type == "tensor(float)"
+        action = session.run(None, {"obs": np.zeros((2, 3), np.float32)})[0]
+    else:
+        with torch.no_grad():
+            action = torch.jit.load(str(out))(torch.zeros(2, 3, dtype=torch.float32)).numpy()
+    assert action.shape == (2, 1) and np.isfinite(action).all()
 
 
 def test_box_actions_are_clipped_and_rescaled_like_the_env():

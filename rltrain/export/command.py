@@ -197,9 +197,18 @@ def obs_description(space: gym.Space) -> dict[str, Any]:
     (`{key: shape}`, `{key: dtype}`) and the input names (`obs_inputs`)."""
     if isinstance(space, gym.spaces.Dict):
         return {"obs_shape": {k: list(sub.shape) for k, sub in space.spaces.items()},
-                "obs_dtype": {k: str(sub.dtype) for k, sub in space.spaces.items()},
+                "obs_dtype": {k: input_dtype(sub) for k, sub in space.spaces.items()},
                 "obs_inputs": obs_input_names(space.spaces)}
-    return {"obs_shape": list(space.shape), "obs_dtype": str(space.dtype)}
+    return {"obs_shape": list(space.shape), "obs_dtype": input_dtype(space)}
+
+
+def input_dtype(space: gym.Space) -> str:
+    """The dtype the export takes for observations of `space` (what `sample_observations`
+    draws): uint8 pixels and int64 categorical entries as they are, anything else float32,
+    whatever the env's own dtype (a float64 Box is fed as float32, as the networks see it)."""
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return "int64"
+    return "uint8" if space.dtype == np.uint8 else "float32"
 
 
 def agreement_line(result: dict[str, Any]) -> str:
