@@ -2,11 +2,15 @@
 with a `num_envs` parameter): its first `reset()` and first `step()` must return tensors of the
 shapes and dtypes `StepResult` names, or the run stops with one line naming the env and the
 field, before a shape or dtype mismatch surfaces as a traceback deep in a network or a buffer.
-Only the first calls are checked: a batched env is the fast path, and its later steps keep the
-shapes of the first."""
+Only the first calls are checked for shapes and dtypes: a batched env is the fast path, and its
+later steps keep the shapes of the first. Every call is checked for NaN and inf in the rewards and
+float observations (one host sync a step), as rltrain's gymnasium adapter
+checks its envs: a non-finite value would otherwise surface updates later as a non-finite loss,
+blamed on the learning rate."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -31,6 +35,7 @@ class ContractChecked:
     def reset(self, seed: int | None = None) -> Any:
         obs = self.env.reset(seed)
         self._check_obs(obs, "reset() returned")
+        self._check_finite({"observation": obs}, "reset()")
         return obs
 
     def step(self, action: torch.Tensor) -> StepResult:
@@ -38,7 +43,33 @@ class ContractChecked:
         if not self._stepped:
             self._check_step(res)
             self._stepped = True
+        self._check_finite({"reward": res.reward, "observation": res.obs,
+                            "final observation": res.final_obs}, "step()")
         return res
+
+    def _check_finite(self, values: dict[str, Any], call: str) -> None:
+        """Refuse NaN/inf in `values` (tensors, or dicts of them: a Dict observation's entries)
+        with one line naming the value, its entry and its index. The fast test is the sum of
+        every value (finite unless one is not, or the sum overflows): one host sync, ~13 µs a
+        step on this CPU against ~40 µs for `isfinite` on each; only a non-finite sum pays for
+        the exact search, which also clears an overflow."""
+        named = [(what, key, t) for what, value in values.items()
+                 for key, t in (value.items() if isinstance(value, dict) else [(None, value)])
+                 if torch.is_floating_point(t)]
+        if not named:
+            return
+        total = named[0][2].sum()
+        for _, _, t in named[1:]:
+            total = total + t.sum()
+        if math.isfinite(total.item()):
+            return
+        for what, key, t in named:
+            if not bool(torch.isfinite(t).all()):
+                bad = tuple(int(i) for i in torch.nonzero(~torch.isfinite(t))[0])
+                entry = f" entry {key!r}" if key is not None else ""
+                raise EnvError(f"env {self.name}: {call} returned a non-finite {what}{entry} "
+                               f"({t[bad].item()} at index {bad}); the env is at fault, not the "
+                               f"learning rate")
 
     def _check_step(self, res: Any) -> None:
         if not isinstance(res, StepResult):

@@ -129,7 +129,7 @@ def takes_num_envs(fn: Callable[..., Any]) -> bool:
         return False
 
 
-def check_call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+def check_call(what: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
     """Refuse arguments `fn` cannot take, before anything is built (one line naming `what`)."""
     try:
         sig = inspect.signature(fn)

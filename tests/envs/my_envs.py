@@ -108,6 +108,26 @@ class CorridorVecEnv:
         pass
 
 
+class CorruptingCorridorVecEnv(CorridorVecEnv):
+    """`CorridorVecEnv` whose step number `at` (counted from 1, over resets) returns a NaN in
+    row 1's observation (`what="obs"`) or an inf reward in row 1 (`what="reward"`): a fault
+    that only a check of every step, not of the first, can catch."""
+
+    def __init__(self, num_envs: int, device: torch.device, at: int = 5, what: str = "obs"):
+        super().__init__(num_envs, device)
+        self.at, self.what, self.steps = at, what, 0
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        res = super().step(action)
+        self.steps += 1
+        if self.steps == self.at:
+            if self.what == "obs":
+                res.obs[1, 0] = float("nan")
+            else:
+                res.reward[1] = float("inf")
+        return res
+
+
 def make_vec_corridor(num_envs: int, device: torch.device, length: int = 4) -> CorridorVecEnv:
     """A batched factory (it has `num_envs`): called once for the whole batch."""
     return CorridorVecEnv(num_envs, device, length=length)

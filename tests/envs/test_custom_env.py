@@ -22,6 +22,7 @@ from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
 from rltrain.evaluation import evaluate
 from rltrain.runner.runner import Runner
+from tests.e2e.harness import EXIT_TRAINING, assert_refused, run_cli
 from tests.e2e.test_cli import RLTRAIN, assert_one_error_line, describe
 from tests.envs import my_envs
 from tests.envs.my_envs import GOAL_REWARD, STEP_COST, CorridorVecEnv
@@ -275,3 +276,37 @@ def test_a_batched_env_that_breaks_the_contract_is_one_line_naming_the_field(bug
         env.reset(seed=0)
         env.step(torch.zeros(3, dtype=torch.int64))
     assert str(err.value).startswith("env mine:Broken: ") and BUGS[bug] in str(err.value)
+
+
+@pytest.mark.parametrize("what, fragment", [
+    ("obs", "step() returned a non-finite observation (nan at index (1, 0))"),
+    ("reward", "step() returned a non-finite reward (inf at index (1,))")])
+def test_a_batched_env_going_non_finite_after_its_first_step_is_blamed_not_the_lr(
+        what, fragment, tmp_path, monkeypatch, capfd):
+    """Step 40 of a batched env (not its first, whose shapes are checked) returns a NaN
+    observation or an inf reward: one line blaming the env at that step, exit 1, where it
+    surfaced updates later as a non-finite loss with a hint to lower the learning rate."""
+    result = run_cli(["algo=ppo", f"env.id={MODULE}:CorruptingCorridorVecEnv",
+                      f"env.import={MODULE}", "env.num_envs=4", f"+env.kwargs.what={what}",
+                      "+env.kwargs.at=40", "total_timesteps=512", "algo.n_steps=16",
+                      "algo.batch_size=32", "progress=off", "logger=none", "hydra.run.dir=run"],
+                     tmp_path, monkeypatch, capfd)
+    assert_refused(result, EXIT_TRAINING, f"env {MODULE}:CorruptingCorridorVecEnv: {fragment}")
+    assert "not the learning rate" in result.err and "(at env step 156)" in result.err
+
+
+def test_huge_finite_values_are_not_called_non_finite():
+    """The fast test sums everything, and 3e38 + 3e38 overflows float32 to inf: the exact
+    search behind it must clear such a step, not stop the run."""
+    inner = make_env(EnvConfig(id=f"{MODULE}:CorridorVecEnv", num_envs=3), num_envs=3).env
+
+    class Huge(BreaksTheContract):
+        def step(self, action):
+            res = self.env.step(action)
+            res.obs = torch.full_like(res.obs, 3e38)
+            res.reward = torch.full_like(res.reward, 3e38)
+            return res
+
+    env = ContractChecked(Huge(inner, ""), "mine:Huge")
+    env.reset(seed=0)
+    assert env.step(torch.zeros(3, dtype=torch.int64)).reward[0].item() == pytest.approx(3e38)
