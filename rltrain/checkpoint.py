@@ -115,9 +115,22 @@ def to_plain(value: Any) -> Any:
     try:
         return _plain(value)
     except _NotPlain as exc:
-        key = _key_path(reversed(exc.path)) or "<root>"
-        raise TrainingError(f"checkpoint payload {key}: {exc.what}; nothing was written (the "
+        raise TrainingError(f"checkpoint payload {_refusal(exc)}; nothing was written (the "
                             f"previous checkpoint is kept)") from None
+
+
+def plain_problem(value: Any) -> str | None:
+    """None when a checkpoint can hold `value`; else what `to_plain` would refuse, as
+    `<key path>: <what>` (e.g. `sim.hist: collections.deque is not plain data`)."""
+    try:
+        _plain(value)
+    except _NotPlain as exc:
+        return _refusal(exc)
+    return None
+
+
+def _refusal(exc: _NotPlain) -> str:
+    return f"{_key_path(reversed(exc.path)) or '<root>'}: {exc.what}"
 
 
 def _plain(value: Any) -> Any:

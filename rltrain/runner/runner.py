@@ -91,6 +91,7 @@ class Runner:
         self.ctx = c = setup.build_context(cfg, self.family == "off_policy", self.env, self.algo,
                                            self.device, self.fire, self.end_iteration, collective)
         self.state, self.episodes, self.timer, self.replay = c.state, c.episodes, c.timer, c.replay
+        setup.check_env_state(self.env, cfg.env.id)
         self.schedule = Schedule.every(cfg.eval.freq, cfg.checkpoint.freq, cfg.logger.log_freq)
         self.stopper = GracefulStop(self.state, self.run_dir, deferred=world.size > 1)
         self.resumed = resume_from is not None

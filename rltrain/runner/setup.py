@@ -13,14 +13,17 @@ import torch
 
 from rltrain.config import TrainConfig
 from rltrain.distributed import SOLO, Solo
+from rltrain.checkpoint import plain_problem
 from rltrain.envs.extras import set_log_keys
+from rltrain.envs.make import resume_state
 from rltrain.envs.vec_env import VecEnv
-from rltrain.errors import UserError
+from rltrain.errors import EnvError, TrainingError, UserError
 from rltrain.runner.callbacks import Callback, Callbacks, LoopState
 from rltrain.runner.context import LoopContext
 from rltrain.runner.episodes import EpisodeTracker
 from rltrain.runner.off_policy import make_replay
 from rltrain.runner.timing import SectionTimer
+from rltrain.text import first_line
 
 
 def resolve_device(name: str) -> torch.device:
@@ -76,3 +79,25 @@ def build_context(cfg: TrainConfig, off_policy: bool, env: VecEnv, algo: Any, de
     return LoopContext(env, algo, cfg.algo, LoopState(total_timesteps=int(cfg.total_timesteps)),
                        episodes, SectionTimer(), device, obs=obs, fire=fire, collective=collective,
                        end_iteration=end_iteration, replay=replay)
+
+
+STATE_TYPES = ("numbers, str, None, numeric numpy values, tensors, and lists, tuples and "
+               "str-keyed dicts of them")
+
+
+def check_env_state(env: VecEnv, name: str) -> None:
+    """Take the env state every checkpoint stores (`resume_state`: normalizer statistics and,
+    where it can be saved whole, the simulator's, e.g. the user's `sim_state()`) once before
+    the first step: a `sim_state()` that raises, or returns what a checkpoint cannot hold, stops
+    the run now in one line, not at its first checkpoint, hours in."""
+    try:
+        state = resume_state(env)
+    except (UserError, TrainingError):
+        raise
+    except Exception as exc:  # the user's sim_state()
+        raise EnvError(f"env {name}: taking its state for checkpoints failed: "
+                       f"{type(exc).__name__}: {first_line(exc)}") from exc
+    problem = plain_problem(state)
+    if problem is not None:
+        raise UserError(f"env {name}: checkpoints cannot hold its state ({problem}); "
+                        f"sim_state() must return {STATE_TYPES}")

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import gymnasium as gym
@@ -88,6 +89,20 @@ class DriftEnv(_Drift):
             assert type(value) is type(old) and value.dtype == old.dtype, (name, value)
             assert np.shape(value) == np.shape(old), name
             setattr(self, name, value)
+
+
+class DequeStateEnv(DriftEnv):
+    """`DriftEnv` whose `sim_state()` holds a deque of recent actions: no checkpoint can."""
+
+    def sim_state(self) -> dict[str, Any]:
+        return {**super().sim_state(), "recent": collections.deque([0, 1], maxlen=3)}
+
+
+class RaisingStateEnv(DriftEnv):
+    """`DriftEnv` whose `sim_state()` raises (a bug in the user's state code)."""
+
+    def sim_state(self) -> dict[str, Any]:
+        raise KeyError("position")
 
 
 class DtypeWrapper(gym.Wrapper):

@@ -17,6 +17,7 @@ from rltrain.config import EnvConfig, WrapperConfig
 from rltrain.envs import snapshot
 from rltrain.envs.make import capture_problem, load_resume_state, make_env, resume_state
 from rltrain.envs.native import CartPole
+from tests.e2e.harness import assert_refused, run_cli
 from tests.envs import state_envs
 from tests.envs.state_envs import DTYPES
 
@@ -189,3 +190,19 @@ def test_encode_keeps_every_numeric_dtype_and_refuses_nothing_silently():
     for key, items in values.items():
         for a, b in zip(items, back[key], strict=True):
             assert type(a) is type(b) and a.dtype == b.dtype and np.array_equal(a, b), key
+
+
+@pytest.mark.parametrize("env_class, rc, fragment", [
+    ("DequeStateEnv", 2, "checkpoints cannot hold its state (sim.envs[0][0].sim_state.recent: "
+                         "collections.deque is not plain data); sim_state() must return numbers"),
+    ("RaisingStateEnv", 1, "taking its state for checkpoints failed: KeyError: 'position'")])
+def test_a_sim_state_no_checkpoint_can_hold_stops_the_run_before_its_first_step(
+        env_class, rc, fragment, tmp_path, monkeypatch, capfd):
+    """It used to stop at the first checkpoint (50,000 steps in, by default), or with a
+    traceback when `sim_state()` raised; now the run never starts, in one line."""
+    result = run_cli(["algo=ppo", f"env.id=tests.envs.state_envs:{env_class}",
+                      "env.import=tests.envs.state_envs", "total_timesteps=256",
+                      "algo.n_steps=32", "env.num_envs=2", "progress=off", "logger=none",
+                      "hydra.run.dir=run"], tmp_path, monkeypatch, capfd)
+    assert_refused(result, rc, f"env tests.envs.state_envs:{env_class}: {fragment}")
+    assert not (tmp_path / "run" / "checkpoints").exists()
