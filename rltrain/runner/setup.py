@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rltrain.checkpoint import plain_problem
 from rltrain.config import TrainConfig
 from rltrain.distributed import SOLO, Solo
-from rltrain.checkpoint import plain_problem
 from rltrain.envs.extras import set_log_keys
 from rltrain.envs.make import resume_state
 from rltrain.envs.vec_env import VecEnv
