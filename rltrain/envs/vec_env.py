@@ -279,8 +279,9 @@ class GymVecEnv:
         """Refuse NaN/inf from the env before it reaches a buffer, a normalizer or a network."""
         if not np.isfinite(reward).all():
             row = int(np.flatnonzero(~np.isfinite(reward))[0])
+            none = ": a reward of None reads as nan" if np.isnan(reward[row]) else ""
             raise EnvError(f"env {self.name} returned a non-finite reward ({reward[row]}, row "
-                           f"{row}); the env is at fault, not the learning rate")
+                           f"{row}{none}); the env is at fault, not the learning rate")
         for leaf, obs in zip(self._leaves, arrays, strict=True):
             obs = np.asarray(obs)
             if obs.dtype.kind == "f" and not np.isfinite(obs).all():

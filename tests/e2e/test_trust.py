@@ -188,7 +188,8 @@ ENV_FAULTS = {  # fault -> fragment of the error line
     "raise_reset": "raised RuntimeError",
     "wrong_shape": "observation_space",
     "nan_reward": "non-finite reward",
-    "inf_reward": "non-finite reward",
+    "inf_reward": "non-finite reward (inf, row 0); the env is at fault",
+    "none_reward": "non-finite reward (nan, row 0: a reward of None reads as nan)",
     "nan_obs": "non-finite observation",
     "inf_obs": "non-finite observation",
 }

@@ -2,7 +2,8 @@
 
 `make_faulty(fault=..., at=k)` builds a `Faulty` env that behaves for `k` steps of each env (its
 step counter survives resets), then commits its fault on every later call:
-`raise_step`, `raise_reset`, `wrong_shape`, `nan_reward`, `inf_reward`, `nan_obs`, `inf_obs`.
+`raise_step`, `raise_reset`, `wrong_shape`, `nan_reward`, `inf_reward`, `none_reward` (a
+reward of None), `nan_obs`, `inf_obs`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-FAULTS = ("raise_step", "raise_reset", "wrong_shape", "nan_reward", "inf_reward", "nan_obs",
-          "inf_obs")
+FAULTS = ("raise_step", "raise_reset", "wrong_shape", "nan_reward", "inf_reward", "none_reward",
+          "nan_obs", "inf_obs")
 
 
 class Faulty(gym.Env):
@@ -46,8 +47,8 @@ class Faulty(gym.Env):
         if self.steps > self.at and self.fault == "raise_step":
             raise RuntimeError(f"the simulator exploded at its step {self.steps}")
         reward = 1.0
-        if self.steps > self.at and self.fault in ("nan_reward", "inf_reward"):
-            reward = float("nan") if self.fault == "nan_reward" else float("inf")
+        if self.steps > self.at and self.fault in ("nan_reward", "inf_reward", "none_reward"):
+            reward = {"nan_reward": float("nan"), "inf_reward": float("inf")}.get(self.fault)
         return self._obs(), reward, self.t >= 10, False, {}
 
 
