@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rltrain.errors import TrainingError
+from rltrain.envs.trust import resume_command
+from rltrain.errors import EnvError, TrainingError
 from rltrain.runner.context import LoopContext
 from rltrain.runner.runner import Runner
 from rltrain.seeds.a2c import SeedA2C
@@ -20,6 +21,7 @@ from rltrain.seeds.ppo import SeedPPO
 from rltrain.seeds.rng import SeedStreams
 from rltrain.seeds.sac import SeedSAC
 from rltrain.seeds.stacked import NotStackable
+from rltrain.types import StepResult
 
 log = logging.getLogger("rltrain")
 
@@ -96,6 +98,26 @@ class SeedBatch:
         with seed_lines(self.seeds[k]), (self.streams.as_global(k) if alone
                                          else contextlib.nullcontext()):
             yield
+
+    def step_envs(self, actions: Any) -> list[StepResult]:
+        """One step of every seed's env (`actions[k]`: seed k's). An env fault stops the whole
+        batch (the seeds share their env code) in one line naming the seed, the env step and
+        the command that resumes every seed from its last good checkpoint."""
+        results = []
+        for k, ctx in enumerate(self.ctxs):
+            try:
+                results.append(ctx.env.step(actions[k]))
+            except EnvError as exc:
+                raise EnvError(f"[seed {self.seeds[k]}] {exc} (at env step "
+                               f"{ctx.state.global_step:,}); {self._kept()}") from exc
+        return results
+
+    def _kept(self) -> str:
+        """What the batch leaves to continue from (`runner.messages.kept` for a batch)."""
+        if not any(r.paths.latest.is_file() for r in self.runners):
+            return "no checkpoint was written yet"
+        command = resume_command(self.stop_file.parent, self.runners[0].cfg.env)
+        return f"the seeds' last good checkpoints are kept: resume with {command}"
 
     def fire(self, event: str) -> None:
         """Every seed's callbacks of `event`."""

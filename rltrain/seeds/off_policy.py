@@ -36,7 +36,7 @@ def run_off_policy_batch(seeds: SeedBatch) -> None:
             action = seeds.algo.act(torch.stack([c.obs for c in seeds.ctxs]), state.global_step,
                                     *masks)
         te = time.perf_counter()
-        results = [c.env.step(action[k]) for k, c in enumerate(seeds.ctxs)]
+        results = seeds.step_envs(action)
         env_seconds = time.perf_counter() - te
         if masked:
             afters = [action_mask(c.env) for c in seeds.ctxs]

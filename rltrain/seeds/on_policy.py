@@ -74,7 +74,7 @@ def collect(seeds: SeedBatch, buf: RolloutBuffer, steps: int) -> float:
         obs = torch.stack([c.obs for c in seeds.ctxs])
         action, log_prob, value = seeds.algo.act(obs, masks, *starts)
         te = time.perf_counter()
-        results = [c.env.step(action[k]) for k, c in enumerate(seeds.ctxs)]
+        results = seeds.step_envs(action)
         env_seconds += time.perf_counter() - te
         truncated = torch.cat([r.truncated for r in results])
         buf.add(obs.flatten(0, 1), action.flatten(0, 1), log_prob.flatten(0, 1),

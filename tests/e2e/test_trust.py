@@ -213,6 +213,27 @@ def test_env_fault_mid_run_is_one_line_naming_the_env_and_keeps_the_checkpoint(
         assert_refused(again, EXIT_TRAINING, ENV_FAULTS[fault])
 
 
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_env_fault_in_a_seed_batch_names_the_seed_the_step_and_the_batch_resume(
+        algo, tmp_path, monkeypatch, capfd):
+    """With num_seeds=2 the line lost "(at env step N)" and the resume hint; it now has both,
+    the hint resumes the whole batch, and the resumed batch meets the fault again."""
+    tiny = [a for a in TINY if not a.startswith(("algo.n_steps", "algo.batch_size"))]
+    extra = (["algo.learning_starts=32", "algo.train_freq=4", "algo.batch_size=32"]
+             if algo == "dqn" else ["algo.n_steps=32", "algo.batch_size=64"])
+    argv = [*tiny, f"algo={algo}", *extra, f"env.id={FAULTY}", "+env.kwargs.fault=raise_step",
+            "+env.kwargs.at=150", "checkpoint.freq=64", "eval.freq=0", "total_timesteps=2048",
+            "num_seeds=2", "hydra.run.dir=run"]
+    result = run_cli(argv, tmp_path, monkeypatch, capfd)
+    assert_refused(result, EXIT_TRAINING, "[seed 0] env tests.envs.faulty_envs:make_faulty "
+                                          "raised RuntimeError in step()")
+    hint = f"resume with rltrain resume={tmp_path / 'run'} env.import=tests.envs.faulty_envs"
+    assert "(at env step 2" in result.err or "(at env step 3" in result.err, result.err
+    assert f"the seeds' last good checkpoints are kept: {hint}" in result.err
+    again = run_cli(hint.split()[3:], tmp_path, monkeypatch, capfd)
+    assert_refused(again, EXIT_TRAINING, "[seed 0] env tests.envs.faulty_envs:make_faulty")
+
+
 def test_env_fault_at_the_first_reset_is_one_line(tmp_path, monkeypatch, capfd):
     argv = [*TINY, f"env.id={FAULTY}", "+env.kwargs.fault=nan_obs", "+env.kwargs.at=-1",
             "hydra.run.dir=run"]
