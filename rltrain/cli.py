@@ -87,12 +87,13 @@ def train_command(argv: list[str]) -> None:
     from rltrain.run_target import (
         HYDRA_FLAGS,
         arg_value,
-        budget,
         check_writable,
         is_multirun,
         resume_run_dir,
         single_run_dir,
+        today,
     )
+    from rltrain.runner.ownership import new_folders
     from rltrain.sweep import check_plugins
 
     argv = normalize_overrides(argv)
@@ -116,18 +117,39 @@ def train_command(argv: list[str]) -> None:
             check_sweep(argv)  # the other values of its sweeps, before the first job runs
     extra = resume_run_dir(argv)
     check_writable([*argv, *extra])
+    given = arg_value([*argv, *extra], "hydra.run.dir")
+    # the folders this command creates, so that a run failing before its first step leaves
+    # none: Hydra's default outputs/<date>/<time> is created by single_run_dir, with its parents
+    parents = [] if given is not None else new_folders(Path("outputs") / today())
     target = single_run_dir([*argv, *extra])
     if target is None:  # a multirun, --help, --cfg ...: each job's Runner guards its own folder
         sys.argv = [sys.argv[0], *argv, *extra]
         _train_task()
         return
-    from rltrain.runner.ownership import check_target, run_lock
+    created = new_folders(target) if given is not None else [target, *parents]
+    _train_single(target, created, [*argv, *extra], named_dir=given is not None)
 
-    with run_lock(target):  # before Hydra writes .hydra/ into the folder
-        check_target(target, arg_value(argv, "resume"), budget(argv))
-        given = arg_value([*argv, *extra], "hydra.run.dir") is not None
-        sys.argv = [sys.argv[0], *argv, *extra, *([] if given else [f"hydra.run.dir={target}"])]
-        _train_task()
+
+def _train_single(target: Path, created: list[Path], argv: list[str], named_dir: bool) -> None:
+    """One run into `target`, locked before Hydra writes `.hydra/` there. A run that fails
+    before its first step leaves none of `created` (the folders this command made): only
+    Hydra's record and the log of a failure already on the console would be in them."""
+    from rltrain.run_target import arg_value, budget
+    from rltrain.runner.ownership import check_target, clear_failed_start, remove_empty, run_lock
+
+    cleared = False
+    try:
+        with run_lock(target):
+            check_target(target, arg_value(argv, "resume"), budget(argv))
+            sys.argv = [sys.argv[0], *argv, *([] if named_dir else [f"hydra.run.dir={target}"])]
+            try:
+                _train_task()
+            except BaseException:
+                cleared = bool(created) and clear_failed_start(target)
+                raise
+    finally:
+        if cleared:
+            remove_empty(created)
 
 
 def _train_ranks(argv: list[str], world: World) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from rltrain.errors import TrainingError, UserError
 from rltrain.run_dir import HYDRA, RunDir
@@ -60,7 +61,7 @@ def single_run_dir(argv: list[str]) -> Path | None:
     from datetime import datetime
 
     now = datetime.now()
-    base = Path("outputs") / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S")
+    base = Path("outputs") / today(now) / now.strftime("%H-%M-%S")
     for k in range(1000):  # mkdir claims a name atomically against runs started in parallel
         candidate = base.with_name(f"{base.name}-{k}") if k else base
         try:
@@ -69,6 +70,13 @@ def single_run_dir(argv: list[str]) -> Path | None:
         except FileExistsError:
             continue
     raise UserError(f"{base}: 1000 runs started in this second; give hydra.run.dir=<folder>")
+
+
+def today(now: Any = None) -> str:
+    """The date folder of Hydra's default `outputs/<date>/<time>` (`now`: a datetime)."""
+    from datetime import datetime
+
+    return (now or datetime.now()).strftime("%Y-%m-%d")
 
 
 MIN_FREE_BYTES = 1 << 20

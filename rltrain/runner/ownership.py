@@ -14,6 +14,7 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from rltrain.run_dir import RunDir
 
 log = logging.getLogger("rltrain")
 _HELD: dict[Path, tuple[int, int]] = {}  # lock path -> (fd, how many times this process took it)
+_STARTED: set[Path] = set()  # run folders a Runner opened in this process (`mark_started`)
 
 
 def holds_run(run_dir: Path) -> bool:
@@ -44,6 +46,51 @@ def finished_step(run_dir: Path) -> int | None:
         return int(counters.get("global_step", 0))
     except (UserError, TypeError, ValueError, AttributeError):
         return 0
+
+
+FAILED_START = frozenset({".hydra", "train.log", ".lock"})
+"""What a run that failed before its first step leaves in its folder: Hydra's record of the
+command, the log of the failure (already on the console) and the lock, nothing of a run."""
+
+
+def new_folders(run_dir: Path) -> list[Path]:
+    """`run_dir` and those of its ancestors that do not exist yet, innermost first."""
+    out = []
+    for folder in (run_dir, *run_dir.absolute().parents):
+        if folder.exists():
+            break
+        out.append(folder)
+    return out
+
+
+def mark_started(run_dir: Path) -> None:
+    """Say that a run started in `run_dir` (the Runner opened it): its log is the run's,
+    and `clear_failed_start` leaves the folder alone however the run ends."""
+    _STARTED.add(run_dir.absolute())
+
+
+def clear_failed_start(run_dir: Path) -> bool:
+    """Empty `run_dir` (but for its lock) when no run started there (`mark_started`) and it
+    holds only what a failed start leaves (`FAILED_START`); True when it did. Call it holding
+    the run's lock, on a folder this command created, then `remove_empty` after the lock."""
+    try:
+        if run_dir.absolute() in _STARTED or not set(os.listdir(run_dir)) <= FAILED_START:
+            return False
+        shutil.rmtree(run_dir / ".hydra", ignore_errors=True)
+        (run_dir / "train.log").unlink(missing_ok=True)
+    except OSError:
+        return False
+    return True
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """`rmdir` each of `folders` (innermost first) while it is empty; another process's file
+    in one (a run that took the folder meanwhile) stops it there."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def check_target(run_dir: Path, resume: str | None, total_timesteps: float | None) -> None:

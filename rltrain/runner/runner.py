@@ -39,7 +39,7 @@ from rltrain.runner.messages import (
 )
 from rltrain.runner.off_policy import run_off_policy
 from rltrain.runner.on_policy import run_on_policy
-from rltrain.runner.ownership import check_target, run_lock
+from rltrain.runner.ownership import check_target, mark_started, run_lock
 from rltrain.runner.resume import make_payload, rank_part, restore, with_ranks
 from rltrain.runner.schedule import Schedule
 from rltrain.types import Metrics
@@ -124,6 +124,7 @@ class Runner:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         lock = run_lock(self.run_dir) if self.main else contextlib.nullcontext()
         with lock, self.stopper, disk_full_is_one_line(self.run_dir):
+            mark_started(self.run_dir)
             self._open_outputs()
             try:
                 yield

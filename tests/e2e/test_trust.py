@@ -241,6 +241,44 @@ def test_env_fault_at_the_first_reset_is_one_line(tmp_path, monkeypatch, capfd):
     assert_refused(result, EXIT_TRAINING, "non-finite observation")
 
 
+BAD_STATE = ["env.id=tests.envs.state_envs:DequeStateEnv", "env.import=tests.envs.state_envs"]
+
+
+@pytest.mark.parametrize("where", ["default", "named", "named_inside_existing"])
+def test_a_run_that_fails_before_its_first_step_leaves_no_folder(where, tmp_path, monkeypatch,
+                                                                  capfd):
+    """Hydra creates the run folder before the job builds the env; a start that fails there
+    (here: a sim_state() no checkpoint can hold) left outputs/<date>/<time>/ holding only
+    .hydra/ and train.log. The folders the command created are gone again; others stay."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    folder = {"default": [], "named": ["hydra.run.dir=a/b/run"],
+              "named_inside_existing": ["hydra.run.dir=mine/run"]}[where]
+    result = run_cli([*TINY, *BAD_STATE, *folder], tmp_path, monkeypatch, capfd)
+    assert_refused(result, EXIT_USAGE, "checkpoints cannot hold its state")
+    assert tree(tmp_path) == {"mine", "mine/notes.txt"}
+
+
+def test_a_folder_that_existed_is_never_removed_by_a_failed_start(tmp_path, monkeypatch, capfd):
+    (tmp_path / "run").mkdir()
+    result = run_cli([*TINY, *BAD_STATE, "hydra.run.dir=run"], tmp_path, monkeypatch, capfd)
+    assert_refused(result, EXIT_USAGE, "checkpoints cannot hold its state")
+    assert (tmp_path / "run" / "train.log").is_file()  # not this command's folder: left as is
+
+
+def test_a_run_that_started_keeps_its_folder_and_log_however_it_ends(tmp_path, monkeypatch,
+                                                                      capfd):
+    """No checkpoint, no metrics (no logger, no CSV) and an env fault at step 20: the folder
+    holds only .hydra/ and train.log, as after a failed start, but the log is the run's: kept."""
+    argv = [*TINY, "logger.csv=false", f"env.id={FAULTY}", "+env.kwargs.fault=raise_step",
+            "+env.kwargs.at=10", "checkpoint.freq=0", "eval.freq=0", "hydra.run.dir=run"]
+    result = run_cli(argv, tmp_path, monkeypatch, capfd)
+    assert_refused(result, EXIT_TRAINING, "no checkpoint was written yet")
+    assert tree(tmp_path / "run") >= {".hydra", "train.log"} and "metrics.csv" not in tree(
+        tmp_path / "run")
+    assert "training ppo on" in (tmp_path / "run" / "train.log").read_text()
+
+
 def test_eval_of_an_env_that_returns_inf_rewards_is_one_line(trained, tmp_path, monkeypatch,
                                                              capfd):
     from rltrain.api import train
