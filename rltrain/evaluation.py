@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -146,27 +147,32 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     path, payload, cfg = load_checkpoint(ckpt, device, named)
     n = min(num_envs, episodes)
     videos: list[Any] = []
-    if video:
-        k = episodes if video_episodes is None else min(video_episodes, episodes)
-        env = _recording_env(cfg, path, device, episode_targets(k, n), videos)
-    else:
-        from rltrain.envs.make import make_env
+    folder = RunDir.of_checkpoint(path).eval_videos
+    with _staged(folder if video else None) as staging:
+        if staging is not None:
+            k = episodes if video_episodes is None else min(video_episodes, episodes)
+            from rltrain.video import make_recording_env
 
-        env = make_env(cfg.env, device, num_envs=n, training=False)
-    try:
-        algo = build_agent(cfg, env, payload, path, device)
-        with torch.random.fork_rng():  # `seed` also fixes stochastic actions; caller's RNG kept
-            torch.manual_seed(seed)
-            result = run_episodes(algo.policy, env, episodes, deterministic, seed)
-    finally:
-        env.close()
+            env = make_recording_env(cfg.env, device, episode_targets(k, n), staging, videos)
+        else:
+            from rltrain.envs.make import make_env
+
+            env = make_env(cfg.env, device, num_envs=n, training=False)
+        try:
+            algo = build_agent(cfg, env, payload, path, device)
+            with torch.random.fork_rng():  # `seed` also fixes stochastic actions; caller's RNG kept
+                torch.manual_seed(seed)
+                result = run_episodes(algo.policy, env, episodes, deterministic, seed)
+        finally:
+            env.close()
     result.update(checkpoint=str(path), algo=cfg.algo.name, env=cfg.env.id,
                   deterministic=deterministic, seed=seed,
                   global_step=int(payload.get("counters", {}).get("global_step", 0)))
     if video:
-        from rltrain.video import number_like_results
+        from rltrain.video import number_like_results, publish_videos
 
-        result["videos"] = [str(p) for p in number_like_results(videos, result["returns"])]
+        numbered = number_like_results(videos, result["returns"])
+        result["videos"] = [str(p) for p in publish_videos(numbered, folder)]
     if write:
         out = RunDir.of_checkpoint(path).eval_results
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -175,13 +181,13 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     return result
 
 
-def _recording_env(cfg: Any, path: Path, device: str, budgets: list[int], sink: list) -> VecEnv:
-    """The eval env whose row i records its first `budgets[i]` episodes to `eval/videos/`."""
-    from rltrain.video import clear_videos, make_recording_env
+def _staged(folder: Path | None) -> Any:
+    """`video.staged_videos(folder)`, or a context giving None when there is no video."""
+    if folder is None:
+        return contextlib.nullcontext()
+    from rltrain.video import staged_videos
 
-    folder = RunDir.of_checkpoint(path).eval_videos
-    clear_videos(folder)
-    return make_recording_env(cfg.env, device, budgets, folder, sink)
+    return staged_videos(folder)
 
 
 def load_checkpoint(ckpt: str | Path, device: str = "cpu", named: NamedCode | None = None,

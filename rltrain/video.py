@@ -11,8 +11,11 @@ the vector env's autoreset replaces that state).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -188,10 +191,32 @@ def _video_name(index: int, episode_return: float, length: int) -> str:
     return f"episode-{index:02d}_return-{episode_return:.1f}_length-{length}.mp4"
 
 
-def clear_videos(folder: Path) -> None:
-    """Remove the episode videos of an earlier evaluation (they would mix with the new ones)."""
+STAGING = ".recording"
+"""The subfolder of `eval/videos/` an evaluation records into, until it completes."""
+
+
+@contextlib.contextmanager
+def staged_videos(folder: Path) -> Iterator[Path]:
+    """A fresh staging folder in `folder` for an evaluation's recordings. An evaluation that
+    fails (an env error, Ctrl-C) takes its staging folder with it, so the videos of the last
+    complete evaluation stay, with the results.json that names them; `publish_videos`
+    replaces them once it completes."""
+    staging = folder / STAGING
+    shutil.rmtree(staging, ignore_errors=True)  # left by an evaluation that was killed
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def publish_videos(staged: list[Path], folder: Path) -> list[Path]:
+    """Replace the earlier evaluation's videos in `folder` with `staged` (their new paths)."""
     for old in folder.glob("episode-*.mp4"):
         old.unlink()
+    out = [p.rename(folder / p.name) for p in staged]
+    shutil.rmtree(folder / STAGING, ignore_errors=True)
+    return out
 
 
 def make_recording_env(cfg: EnvConfig, device: torch.device | str, budgets: list[int],

@@ -3,6 +3,7 @@ only the recorded rows render, and a missing PyAV is one line naming the extra."
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -132,6 +133,29 @@ def test_eval_video_writes_one_mp4_per_recorded_episode_with_length_plus_one_fra
         assert count_frames(path) == int(length) + 1
     frame = read_frame(result["videos"][0], 0)
     assert frame.shape == (400, 600, 3) and frame.std() > 10  # a real CartPole drawing
+
+
+def test_an_evaluation_that_fails_keeps_the_last_videos_and_the_results_naming_them(
+        tmp_path, av, monkeypatch):
+    """The videos of the last complete evaluation were deleted before a new one ran; when it
+    then failed (a headless render, Ctrl-C), results.json still named the deleted files."""
+    import rltrain.evaluation as evaluation
+
+    ckpt = _ppo_checkpoint(tmp_path)
+    first = evaluate(ckpt, episodes=2, num_envs=2, seed=1, video=True, video_episodes=2)
+    videos = tmp_path / "eval" / "videos"
+    real = evaluation.run_episodes
+
+    def fails_after_recording(*args, **kwargs):
+        real(*args, **kwargs)  # the recordings are made, then the evaluation fails
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(evaluation, "run_episodes", fails_after_recording)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(ckpt, episodes=3, num_envs=3, seed=2, video=True, video_episodes=3)
+    assert sorted(p.name for p in videos.iterdir()) == sorted(Path(p).name for p in first["videos"])
+    saved = json.loads((tmp_path / "eval" / "results.json").read_text())
+    assert saved["videos"] == first["videos"] and all(Path(p).is_file() for p in saved["videos"])
 
 
 def test_odd_frame_sizes_are_padded_to_even(tmp_path, av):
