@@ -147,8 +147,11 @@ class EpisodeRecorder(gym.Wrapper):
         try:
             frame = self.env.render()
         except Exception as exc:  # the env's own code: one line naming it and render()
+            gl = os.environ.get("MUJOCO_GL")
+            hint = (f" (MUJOCO_GL={gl}: without a display, unset it or use MUJOCO_GL=egl)"
+                    if gl and "mujoco" in type(self.env.unwrapped).__module__ else "")
             raise UserError(f"env {self.name} raised {type(exc).__name__} in render() (video="
-                            f"true): {first_line(exc)}; run eval without video=true") from exc
+                            f"true): {first_line(exc)}{hint}; run eval without video=true") from exc
         if not isinstance(frame, np.ndarray) or frame.ndim != 3:
             raise UserError(f"env {self.name} returned no RGB frame from render(); run eval "
                             f"without video=true")
@@ -224,6 +227,7 @@ def make_recording_env(cfg: EnvConfig, device: torch.device | str, budgets: list
     """An evaluation `VecEnv` like `make_env(cfg, training=False)`, always synchronous (the
     recorders must live in this process), whose row i records its first `budgets[i]` episodes."""
     check_env_id(cfg.id)
+    headless_gl()
     fns = [partial(_recorded, cfg, folder, k, sink, str(i)) if k else partial(_make_one, cfg)
            for i, k in enumerate(budgets)]
     venv = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
@@ -233,6 +237,14 @@ def make_recording_env(cfg: EnvConfig, device: torch.device | str, budgets: list
     if cfg.normalize_obs:
         env = NormalizeObs(env, clip=cfg.clip_obs, training=False)
     return env
+
+
+def headless_gl() -> None:
+    """Where there is no display, MuJoCo renders through EGL (`MUJOCO_GL=egl`) unless the user
+    chose a backend: gymnasium tries GLFW first, which fails without a display and leaves
+    PyOpenGL bound to GLX, so its own fallback to EGL fails too. Other envs ignore it."""
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 def _recorded(cfg: EnvConfig, folder: Path, episodes: int, sink: list[EpisodeVideo],

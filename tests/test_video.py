@@ -4,7 +4,9 @@ only the recorded rows render, and a missing PyAV is one line naming the extra."
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -211,3 +213,58 @@ def test_a_render_that_fails_is_one_line_naming_the_env_and_render(broken, messa
     with pytest.raises(UserError, match=message):
         env.reset(seed=0)
     env.close()
+
+
+HEADLESS_MUJOCO_EVAL = """
+import sys
+from pathlib import Path
+from rltrain import checkpoint
+from rltrain.algos.ppo import PPO
+from rltrain.algos.configs.ppo import PPOConfig
+from rltrain.config import EnvConfig, TrainConfig, config_to_dict
+from rltrain.config_checks import validate
+from rltrain.envs.make import make_env
+from rltrain.evaluation import evaluate
+cfg = validate(TrainConfig(algo=PPOConfig(n_steps=16, batch_size=16, hidden_sizes=[16]),
+                           env=EnvConfig(id="Hopper-v5", num_envs=1, max_episode_steps=4)))
+env = make_env(cfg.env, num_envs=1)
+algo = PPO(cfg.algo, env.spec)
+env.close()
+path = checkpoint.save({"config": config_to_dict(cfg), "algo": algo.state_dict(), "env": {},
+                        "counters": {"global_step": 0}}, Path(sys.argv[1]) / "checkpoints" / "latest.pt")
+result = evaluate(path, episodes=1, num_envs=1, video=True, video_episodes=1)
+print("VIDEOS", result["videos"])
+"""
+
+
+def test_a_mujoco_eval_video_renders_without_a_display(tmp_path, av):
+    """With no DISPLAY and no MUJOCO_GL, gymnasium tried GLFW first, which bound PyOpenGL to
+    GLX, and rendering failed ("an OpenGL platform library has not been loaded"); rltrain now
+    picks EGL there. A fresh interpreter: OpenGL's platform is chosen once per process."""
+    pytest.importorskip("mujoco")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM")}
+    proc = subprocess.run([sys.executable, "-c", HEADLESS_MUJOCO_EVAL, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "GLFWError" not in proc.stderr
+    (video,) = (tmp_path / "eval" / "videos").glob("episode-00_*.mp4")
+    assert count_frames(video) == 5 and read_frame(video, 0).std() > 5  # a real drawing
+
+
+def test_mujoco_that_fails_to_import_is_one_line_naming_mujoco_gl(monkeypatch):
+    """MUJOCO_GL=osmesa without libOSMesa makes `import mujoco` itself raise an AttributeError
+    (deep in PyOpenGL): a traceback before; one line naming the import and MUJOCO_GL now."""
+    import importlib
+
+    from rltrain.envs import families
+
+    def broken(name):
+        raise AttributeError("'NoneType' object has no attribute 'glGetError'")
+
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    monkeypatch.setattr(importlib, "import_module", broken)
+    with pytest.raises(UserError, match=r"^Hopper-v5: importing mujoco failed: AttributeError: "
+                                        r"'NoneType' .* \(MUJOCO_GL=osmesa: is its OpenGL "
+                                        r"library installed\?"):
+        families.require_extra("Hopper-v5")

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from rltrain.errors import UserError
+from rltrain.text import first_line
 
 MUJOCO_NAMES = frozenset({
     "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
@@ -96,6 +98,12 @@ def require_extra(env_id: str) -> None:
             importlib.import_module(module)
         except ImportError as exc:
             raise UserError(f'{env_id} needs {what}: pip install "rltrain[{extra}]"') from exc
+        except Exception as exc:  # installed, but its import fails (MUJOCO_GL without its library)
+            gl = os.environ.get("MUJOCO_GL")
+            hint = (f" (MUJOCO_GL={gl}: is its OpenGL library installed? unset it, or try "
+                    f"MUJOCO_GL=egl)" if module == "mujoco" and gl else "")
+            raise UserError(f"{env_id}: importing {module} failed: {type(exc).__name__}: "
+                            f"{first_line(exc)}{hint}") from exc
 
 
 def register_on_demand(env_id: str) -> None:
