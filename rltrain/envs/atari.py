@@ -60,21 +60,22 @@ def ale_kwargs(cfg: EnvConfig) -> dict[str, Any]:
             "frameskip": 1}
 
 
-def describe(cfg: EnvConfig, training: bool = True) -> str:
-    """The console line naming the parts of the preprocessing that are on."""
+def describe(cfg: EnvConfig, training: bool = True, fire: bool | None = True) -> str:
+    """The console line naming the parts of the preprocessing that are on (`fire`: whether
+    the game has a FIRE action to press; False leaves FIRE out of the line)."""
     a, parts = cfg.atari, []
     if a.noop_max > 0:
         parts.append(f"{a.noop_max} no-op reset")
     if a.frame_skip > 1:
         parts.append(f"frame skip {a.frame_skip} (max-pooled)")
     parts.append(f"{a.screen_size}x{a.screen_size} {'grayscale' if a.grayscale else 'RGB'}")
-    if a.fire_reset:
+    if a.fire_reset and fire is not False:
         parts.append("FIRE on reset and after a lost life")
     if training and a.terminal_on_life_loss:
         parts.append("life loss ends training episodes")
     if training and a.clip_reward:
         parts.append("rewards clipped to sign (training)")
-    if a.frame_stack > 0:
+    if a.frame_stack > 1:
         parts.append(f"{a.frame_stack}-frame stack")
     return "atari preprocessing: " + ", ".join(parts)
 

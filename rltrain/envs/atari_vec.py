@@ -141,12 +141,23 @@ def wrap_atari_vec(env, cfg: EnvConfig, training: bool):
     from rltrain.envs.atari import describe
 
     a = cfg.atari
-    if a.frame_stack > 0:
-        env = FrameStack(env, a.frame_stack)
+    # frame_stack 0 or 1: the frame alone, still channels first ([1, 84, 84]), so that it gets
+    # the CNN and the replay stores it once (a bare [84, 84] frame got a linear layer)
+    env = FrameStack(env, max(1, a.frame_stack))
     if training and a.terminal_on_life_loss:
         env = LifeLoss(env)
     if training and a.clip_reward:
         env = SignReward(env)
     if training:
-        log.info(describe(cfg, training))
+        log.info(describe(cfg, training, fire=_has_fire(env)))
     return env
+
+
+def _has_fire(env) -> bool | None:
+    """Whether the game presses FIRE on reset (`AtariFrames.fire_action`: only games whose
+    actions include it); None when the envs cannot be asked."""
+    base = _base_with_info(env)
+    try:
+        return any(a is not None for a in base.venv.get_attr("fire_action"))
+    except Exception:  # noqa: BLE001 - not AtariFrames envs (a test double): unknown
+        return None

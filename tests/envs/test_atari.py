@@ -157,6 +157,34 @@ def test_training_env_shapes_console_line_and_resume_says_cannot(caplog):
     env.close()
 
 
+def test_the_console_line_names_fire_only_for_games_that_have_it(caplog):
+    """MsPacman's actions are NOOP and the eight directions: no FIRE is pressed there, and the
+    line said it was."""
+    with caplog.at_level(logging.INFO, logger="rltrain"):
+        make_env(atari("MsPacman", 1)).close()
+    line = caplog.records[-1].getMessage()
+    assert line.startswith("atari preprocessing: 30 no-op reset") and "FIRE" not in line
+
+
+def test_a_single_frame_gets_the_cnn_and_is_stored_once_in_replay():
+    """env.atari.frame_stack=0 gave bare [84, 84] frames: a linear layer on 7,056 pixels and a
+    replay storing each frame twice (obs and next obs)."""
+    from rltrain.algos.configs.dqn import DQNConfig
+    from rltrain.registry import ALGOS
+    from rltrain.runner.off_policy import make_replay
+
+    stacked, single = (make_env(atari("Breakout", 1, frame_stack=k)) for k in (4, 0))
+    cfg = DQNConfig(buffer_size=1000, hidden_sizes=[])
+    dqn = ALGOS["dqn"].build(cfg, single.spec, "cpu")
+    assert any(isinstance(m, torch.nn.Conv2d) for m in dqn.q_net.modules())
+    per_frame = {k: make_replay(env.spec, cfg, "cpu").nbytes / 1000 / (84 * 84)
+                 for k, env in (("stacked", stacked), ("single", single))}
+    assert per_frame["single"] == pytest.approx(per_frame["stacked"], rel=0.01)  # one frame each
+    assert per_frame["single"] < 1.1
+    stacked.close()
+    single.close()
+
+
 def test_life_loss_ends_training_episodes_only_and_statistics_count_the_whole_game():
     train, evaluate = make_env(atari("Breakout")), make_env(atari("Breakout"), training=False)
     assert train.reset(1).equal(evaluate.reset(1))
@@ -200,9 +228,11 @@ def test_rewards_are_clipped_to_sign_in_training_only():
 
 
 def test_switches_change_the_observations():
-    env = make_env(atari("Breakout", 2, frame_stack=0))
-    assert tuple(env.reset(0).shape) == (2, 84, 84) and env.spec.frame_stack == 0
-    env.close()
+    for k in (0, 1):  # the frame alone, channels first: a CNN's input, stored once in replay
+        env = make_env(atari("Breakout", 2, frame_stack=k))
+        assert tuple(env.reset(0).shape) == (2, 1, 84, 84) and env.spec.frame_stack == 1
+        assert env.spec.obs_shape == (1, 84, 84) and env.spec.pixels
+        env.close()
     env = make_env(atari("Breakout", 1, grayscale=False, frame_stack=2, screen_size=64))
     assert tuple(env.reset(0).shape) == (1, 6, 64, 64) and env.spec.frame_stack == 0
     env.close()
