@@ -197,7 +197,8 @@ def test_the_no_preset_line_names_the_defaults_that_matter(tmp_path, monkeypatch
     assert result.rc == 0, result.describe()
     text = result.out + result.err
     line = next(x for x in text.splitlines() if "no tuned preset" in x)
-    assert "no tuned preset for (dqn, CartPole-v1); using defaults: num_envs=1, lr=" in line
+    assert ("no tuned preset for (dqn, CartPole-v1); using defaults (yours where you set them): "
+            "num_envs=1, lr=") in line
     for name in ("buffer_size=", "learning_starts=", "batch_size=", "train_freq=1", "gradient_steps=1"):
         assert name in line, line
 

@@ -10,15 +10,12 @@ on the raw game (all lives, unclipped score) before any of them; a life loss onl
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 import numpy as np
 import torch
 
 from rltrain.config import EnvConfig
 from rltrain.types import StepResult
-
-log = logging.getLogger("rltrain")
 
 
 class FrameStack:
@@ -137,9 +134,7 @@ ATARI_VEC_WRAPPERS = (FrameStack, LifeLoss, SignReward)
 
 def wrap_atari_vec(env, cfg: EnvConfig, training: bool):
     """`env` (a `GymVecEnv` of `AtariFrames` envs) with the vector-level wrappers `cfg.atari`
-    asks for; training envs also log which parts of the preprocessing are on."""
-    from rltrain.envs.atari import describe
-
+    asks for (`preprocessing_line` says which parts are on)."""
     a = cfg.atari
     # frame_stack 0 or 1: the frame alone, still channels first ([1, 84, 84]), so that it gets
     # the CNN and the replay stores it once (a bare [84, 84] frame got a linear layer)
@@ -148,9 +143,15 @@ def wrap_atari_vec(env, cfg: EnvConfig, training: bool):
         env = LifeLoss(env)
     if training and a.clip_reward:
         env = SignReward(env)
-    if training:
-        log.info(describe(cfg, training, fire=_has_fire(env)))
     return env
+
+
+def preprocessing_line(env, cfg: EnvConfig) -> str:
+    """The console line naming the parts of a training env's preprocessing that are on (the
+    Runner says it with its start lines, after the checks: a refused run prints nothing)."""
+    from rltrain.envs.atari import describe
+
+    return describe(cfg, training=True, fire=_has_fire(env))
 
 
 def _has_fire(env) -> bool | None:

@@ -113,16 +113,18 @@ def register_on_demand(env_id: str) -> None:
     masked `*NoVel-*` ids (`envs/no_velocity.py`) are registered when named."""
     import gymnasium as gym
 
+    if family_of(env_id) == "atari":
+        require_extra(env_id)
+        import ale_py
+
+        # its banner on every command (and before a one-line error): warnings and errors only
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
+        if env_id not in gym.registry:
+            gym.register_envs(ale_py)
+        return
     if env_id in gym.registry:
         return
     from rltrain.envs.no_velocity import NO_VELOCITY, register_no_velocity
 
     if env_id in NO_VELOCITY:
         register_no_velocity(env_id)
-        return
-    if family_of(env_id) != "atari":
-        return
-    require_extra(env_id)
-    import ale_py
-
-    gym.register_envs(ale_py)

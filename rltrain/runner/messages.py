@@ -33,8 +33,8 @@ def say_start(cfg: TrainConfig, total: int, num_envs: int, device: torch.device,
                  cfg.algo.recurrent, cfg.algo.recurrent_hidden_size, plural(seq, "step"),
                  "" if cfg.algo.bptt_len else "=0: gcd of algo.n_steps and algo.batch_size")
     if cfg.preset is None:
-        log.info("no tuned preset for (%s, %s); using defaults: %s", cfg.algo.name, cfg.env.id,
-                 defaults_that_matter(cfg, num_envs))
+        log.info("no tuned preset for (%s, %s); using defaults (yours where you set them): %s",
+                 cfg.algo.name, cfg.env.id, defaults_that_matter(cfg, num_envs))
 
 
 def say_encoders(algo: Any, spec: EnvSpec) -> None:

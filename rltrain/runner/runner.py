@@ -14,6 +14,8 @@ import torch
 from rltrain import checkpoint
 from rltrain.config import TrainConfig, config_to_dict
 from rltrain.distributed import SOLO, Solo
+from rltrain.envs.atari import preprocessing
+from rltrain.envs.atari_vec import preprocessing_line
 from rltrain.envs.make import env_state, load_env_state, make_env
 from rltrain.envs.normalize import running_statistics
 from rltrain.errors import EnvError
@@ -170,6 +172,8 @@ class Runner:
             best=self.state.best_eval)
         say_start(cfg, self.state.total_timesteps, envs, self.device, self.run_dir,
                   self.collective.world.size)
+        if preprocessing(cfg.env):
+            log.info(preprocessing_line(self.env, cfg.env))
         say_encoders(cfg.algo, self.env.spec)
 
     def _train_and_finish(self) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ cv2 = pytest.importorskip("cv2")
 from rltrain.config import AtariConfig, EnvConfig  # noqa: E402
 from rltrain.config_checks import check_atari  # noqa: E402
 from rltrain.envs.atari import AtariFrames  # noqa: E402
-from rltrain.envs.atari_vec import FrameStack  # noqa: E402
+from rltrain.envs.atari_vec import FrameStack, preprocessing_line  # noqa: E402
 from rltrain.envs.check import check_env  # noqa: E402
 from rltrain.envs.make import _make_one, capture_problem, make_env, resume_state  # noqa: E402
 from rltrain.errors import UserError  # noqa: E402
@@ -139,10 +140,9 @@ def test_preprocess_false_gives_the_raw_env_and_non_atari_ids_refuse_it():
 
 # ---- vector level: stack, life loss, reward clipping ------------------------------------------
 
-def test_training_env_shapes_console_line_and_resume_says_cannot(caplog):
-    with caplog.at_level(logging.INFO, logger="rltrain"):
-        env = make_env(atari("Breakout", 2))
-    assert caplog.records[-1].getMessage() == (
+def test_training_env_shapes_console_line_and_resume_says_cannot():
+    env = make_env(atari("Breakout", 2))
+    assert preprocessing_line(env, atari("Breakout", 2)) == (
         "atari preprocessing: 30 no-op reset, frame skip 4 (max-pooled), 84x84 grayscale, FIRE "
         "on reset and after a lost life, life loss ends training episodes, rewards clipped to sign (training), "
         "4-frame stack")
@@ -157,13 +157,13 @@ def test_training_env_shapes_console_line_and_resume_says_cannot(caplog):
     env.close()
 
 
-def test_the_console_line_names_fire_only_for_games_that_have_it(caplog):
+def test_the_console_line_names_fire_only_for_games_that_have_it():
     """MsPacman's actions are NOOP and the eight directions: no FIRE is pressed there, and the
     line said it was."""
-    with caplog.at_level(logging.INFO, logger="rltrain"):
-        make_env(atari("MsPacman", 1)).close()
-    line = caplog.records[-1].getMessage()
+    env = make_env(atari("MsPacman", 1))
+    line = preprocessing_line(env, atari("MsPacman", 1))
     assert line.startswith("atari preprocessing: 30 no-op reset") and "FIRE" not in line
+    env.close()
 
 
 def test_a_single_frame_gets_the_cnn_and_is_stored_once_in_replay():
@@ -299,3 +299,20 @@ def test_a_short_ppo_run_on_pong_builds_steps_and_evaluates(tmp_path):
     out = evaluate(tmp_path / "run", episodes=1, num_envs=1, video=True, write=False)
     assert len(out["videos"]) == 1 and count_frames(out["videos"][0]) == 21  # 20 steps + reset
     assert read_frame(out["videos"][0]).shape == (210, 160, 3)
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["algo=sac"], "algo=sac cannot handle ALE/Breakout-v5's Discrete action space"),
+    (["env.atari.screen_size=20", "algo.n_steps=16", "algo.batch_size=16"],
+     "image observations [4, 20, 20] are too small for the CNN encoder")])
+def test_a_refused_atari_run_prints_its_error_line_alone(argv, error, tmp_path):
+    """ALE's banner ("A.L.E: Arcade Learning Environment ...") and the preprocessing line came
+    before the error. A fresh interpreter: the banner comes once per process."""
+    proc = subprocess.run([sys.executable, "-m", "rltrain", "env=breakout", *argv,
+                           "total_timesteps=100", "logger=none", "hydra.run.dir=run"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    lines = [x for x in (proc.stdout + proc.stderr).splitlines()
+             if "applied tuned preset" not in x]  # says what the command line asked for
+    assert proc.returncode == 2 and lines == [f"rltrain: error: {error}" + lines[0].split(
+        error, 1)[-1]], proc.stdout + proc.stderr
+    assert not (tmp_path / "run").exists()
