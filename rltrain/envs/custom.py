@@ -254,8 +254,12 @@ def apply_wrappers(env: gym.Env, wrappers: Iterable[Any]) -> gym.Env:
     """`env` inside each wrapper of `env.wrappers`, in order (the first is innermost)."""
     for w in wrappers:
         cls = resolve_wrapper(w.name)
+        kwargs = dict(w.kwargs)
+        if ":" not in w.name:  # gymnasium's own: shapes are tuples (ResizeObservation(shape=
+            # (64, 64)) refuses a list), and a command line or YAML can only write lists
+            kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
         try:
-            env = cls(env, **dict(w.kwargs))
+            env = cls(env, **kwargs)
         except Exception as exc:
             raise UserError(f"env.wrappers {w.name}: {type(exc).__name__}: "
                             f"{first_line(exc)}") from exc

@@ -179,6 +179,24 @@ def test_factory_gets_env_kwargs_and_the_time_limit_and_wrappers_apply_in_order(
     env.close()
 
 
+def test_gymnasium_wrappers_get_tuples_where_a_command_line_can_only_write_lists(
+        tmp_path, monkeypatch, capfd):
+    """ResizeObservation(shape=...) refuses a list ("requires shape to be a tuple"), and Hydra
+    has no tuples: the standard resize of CarRacing and other image envs was unusable."""
+    resize = "env.wrappers=[{name:ResizeObservation,kwargs:{shape:[40,40]}}]"
+    result = run_cli(["algo=ppo", "env.id=rltrain.envs.pixels:PixelCartPole", resize,
+                      "env.num_envs=2", "algo.n_steps=32", "algo.batch_size=32",
+                      "total_timesteps=64", "eval.episodes=1", "logger=none",
+                      "hydra.run.dir=run"], tmp_path, monkeypatch, capfd)
+    assert result.rc == 0, result.describe()
+    payload = checkpoint.load(tmp_path / "run" / "checkpoints" / "final.pt")
+    assert payload["config"]["env"]["wrappers"][0]["kwargs"]["shape"] == [40, 40]  # as given
+    env = make_env(EnvConfig(id="rltrain.envs.pixels:PixelCartPole", num_envs=1, wrappers=[
+        WrapperConfig(name="ResizeObservation", kwargs={"shape": [40, 40]})]))
+    assert env.spec.obs_shape == (40, 40, 3) and tuple(env.reset(0).shape) == (1, 40, 40, 3)
+    env.close()
+
+
 @pytest.mark.parametrize("name", ["make_vec_corridor", "CorridorVecEnv"])
 def test_batched_factory_or_class_is_built_directly_with_num_envs_device_and_kwargs(name):
     CorridorVecEnv.built.clear()
