@@ -65,6 +65,20 @@ def test_an_unknown_ale_id_is_one_line_with_the_closest_ids(arg):
         compose_train_config(["algo=ppo", arg])
 
 
+@pytest.mark.parametrize(("typo", "suggested", "not_suggested"), [
+    ("Hoper-v5", "did you mean Hopper-v5 or", ("Hopper-v4", "Hopper-v3")),
+    ("Hoper-v3", "did you mean Hopper-v3 or Hopper-v5", ("Hopper-v4",))])
+def test_a_typo_gets_the_current_version_not_old_ones_that_need_mujoco_py(typo, suggested,
+                                                                          not_suggested):
+    """`Hoper-v5` suggested Hopper-v5, Hopper-v4 and Hopper-v3; v3 needs mujoco-py (a failed
+    import line and gymnasium's deprecation warning). An old version is suggested only to a
+    typo that asks for that version."""
+    with pytest.raises(UserError) as err:
+        compose_train_config(["algo=sac", f"env.id={typo}"])
+    assert suggested in str(err.value)
+    assert not any(old in str(err.value) for old in not_suggested), str(err.value)
+
+
 @pytest.mark.parametrize(("legacy", "modern"), [
     ("PongNoFrameskip-v4", "ALE/Pong-v5"), ("Breakout-v0", "ALE/Breakout-v5"),
     ("SpaceInvadersDeterministic-v4", "ALE/SpaceInvaders-v5"), ("ALE/Pong-v4", "ALE/Pong-v5")])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -115,10 +116,28 @@ def check_registered(env_id: str) -> None:
 
 
 def _near_ids(env_id: str) -> str:
-    near = closest(env_id, without_legacy_atari(gym.registry))
+    near = closest(env_id, current_versions(without_legacy_atari(gym.registry), env_id))
     if near.startswith("did you mean"):
         return near + " (an env of your own: env.id=module:EnvId or env.imports=module)"
     return "see `rltrain --help`; an env of your own: env.id=module:EnvId or env.imports=module"
+
+
+_VERSIONED = re.compile(r"(.+)-v(\d+)")
+
+
+def current_versions(ids: list[str], typed: str) -> list[str]:
+    """`ids` less the older versions of a name registered in a newer one (`Hopper-v3` beside
+    `Hopper-v5`: it needs mujoco-py, and gymnasium deprecates it), unless `typed` asks for that
+    version: the ids worth suggesting for a mistyped `typed`."""
+    newest: dict[str, int] = {}
+    for k in ids:
+        m = _VERSIONED.fullmatch(k)
+        if m:
+            newest[m[1]] = max(newest.get(m[1], -1), int(m[2]))
+    asked = _VERSIONED.fullmatch(typed)
+    version = int(asked[2]) if asked else None
+    return [k for k in ids if not (m := _VERSIONED.fullmatch(k))
+            or int(m[2]) in (newest[m[1]], version)]
 
 
 def takes_num_envs(fn: Callable[..., Any]) -> bool:
