@@ -56,7 +56,8 @@ class FrameReplayBuffer:
         self.ring = max(-(-int(capacity) // self.num_envs), k + 2)
         self.capacity = self.ring * self.num_envs
         n, ring, dev = self.num_envs, self.ring, self.device
-        check_memory(self.capacity, (h, w), dev, torch.uint8, copies=1)
+        check_memory(self.capacity, (h, w), dev, torch.uint8, copies=1,
+                     item="frames (stored once; stacks are rebuilt when sampled)")
         # never read before written (reads are masked by `valid` and `ep_pos`): `empty` leaves
         # the pages untouched until the ring reaches them
         self.frames = torch.empty((n, ring, h, w), dtype=torch.uint8, device=dev)

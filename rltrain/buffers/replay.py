@@ -36,11 +36,13 @@ def obs_storage_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def check_memory(capacity: int, obs_shape: tuple[int, ...] | obs_ops.Layout, device: torch.device,
-                 obs_dtype: torch.dtype = torch.float32, copies: int = 2) -> None:
+                 obs_dtype: torch.dtype = torch.float32, copies: int = 2,
+                 item: str = "observations") -> None:
     """Refuse, with one line, a replay whose observations alone would not fit in memory (image
     observations at the default `buffer_size` would: the OS kills the process instead).
     `copies` observations of `obs_shape` per transition (obs and next_obs), of `obs_dtype`'s
-    real element size (a Dict observation's layout: the sum over its entries)."""
+    real element size (a Dict observation's layout: the sum over its entries); `item` names
+    them in the message (the frame replay stores single frames, not observations)."""
     layout = obs_shape if isinstance(obs_shape, dict) else {"": (tuple(obs_shape), obs_dtype)}
     per_obs = sum(torch.empty((), dtype=d).element_size() * math.prod(s)
                   for s, d in layout.values())
@@ -49,7 +51,7 @@ def check_memory(capacity: int, obs_shape: tuple[int, ...] | obs_ops.Layout, dev
     if free is not None and need > free:
         shown = ({k: list(s) for k, (s, _) in layout.items()} if isinstance(obs_shape, dict)
                  else list(obs_shape))
-        raise UserError(f"replay buffer: {capacity:,} transitions of observations "
+        raise UserError(f"replay buffer: {capacity:,} transitions of {item} "
                         f"{shown} need {need / 2**30:.1f} GiB on {device}, "
                         f"{free / 2**30:.1f} GiB is available: lower algo.buffer_size")
 

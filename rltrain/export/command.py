@@ -183,8 +183,11 @@ def export_metadata(cfg: Any, env: Any, space: gym.spaces.Box,
         meta["obs_nvec"] = {e.key: list(e.obs_nvec) for e in env.spec.obs_entries if e.obs_nvec}
     elif env.spec.obs_nvec:
         meta["obs_nvec"] = list(env.spec.obs_nvec)  # entry i in [0, obs_nvec[i]) (start removed)
-    if atari_preprocess(cfg.env, family_of(cfg.env.id)):
-        meta["atari"] = dataclasses.asdict(cfg.env.atari)
+    family = family_of(cfg.env.id)
+    if atari_preprocess(cfg.env, family):  # what was applied: `preprocess: auto` resolved
+        meta["atari"] = {**dataclasses.asdict(cfg.env.atari), "preprocess": True}
+    elif family == "atari":  # an ALE game fed its raw frames: say so
+        meta["atari"] = {"preprocess": False}
     if getattr(policy, "recurrent", False):
         layers, _, width = policy.initial_state(1, torch.device("cpu")).shape
         meta["recurrent"] = {"state_shape": [layers, "batch", width], "core": cfg.algo.recurrent,

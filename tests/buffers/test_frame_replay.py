@@ -194,8 +194,10 @@ def test_a_million_atari_transitions_fit_in_8_gb(monkeypatch):
 
 def test_check_memory_refuses_in_one_line(monkeypatch):
     monkeypatch.setattr(replay_module, "available_memory", lambda device: 2**30)
-    with pytest.raises(replay_module.UserError, match="lower algo.buffer_size"):
-        FrameReplayBuffer(1_000_000, 1, (4, 84, 84), (), torch.long)
+    with pytest.raises(replay_module.UserError, match=(
+            r"^replay buffer: 1,000,000 transitions of frames \(stored once; stacks are rebuilt "
+            r"when sampled\) \[84, 84\] need .* lower algo.buffer_size$")):  # not "observations
+        FrameReplayBuffer(1_000_000, 1, (4, 84, 84), (), torch.long)  # [84, 84]" for [4, 84, 84]
 
 
 def test_plain_replay_stores_uint8_and_check_memory_counts_its_element_size(monkeypatch):

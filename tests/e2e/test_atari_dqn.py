@@ -65,3 +65,4 @@ def test_breakout_export_takes_uint8_stacks_and_carries_the_preprocessing(tmp_pa
     meta = read_metadata("torchscript", result["path"])
     assert meta["env_id"] == "ALE/Breakout-v5" and meta["obs_shape"] == [4, 84, 84]
     assert meta["atari"]["frame_stack"] == 4 and meta["atari"]["screen_size"] == 84
+    assert meta["atari"]["preprocess"] is True  # what was applied, not the config's "auto"
