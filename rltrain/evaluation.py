@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from rltrain.envs.trust import NamedCode, require_named
 from rltrain.envs.vec_env import VecEnv
 from rltrain.errors import UserError
 from rltrain.run_dir import RunDir
+from rltrain.text import duration
 
 log = logging.getLogger("rltrain")
 
@@ -31,6 +33,9 @@ class EvalInterrupted(Exception):
 MAX_EVAL_EPISODE_STEPS = 100_000
 """An evaluation episode still running after this many steps (an env without a time limit, a
 policy that never reaches an end) is cut there and counted as it stands, with a warning."""
+HEARTBEAT_S = 30.0
+"""An evaluation running longer than this says how far it got, again every this many seconds
+(an Atari game that is never started with FIRE runs 27,000 steps an episode: minutes, silent)."""
 
 
 @torch.no_grad()
@@ -53,9 +58,16 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
     running, steps = np.zeros(n), np.zeros(n, dtype=np.int64)  # each row's current episode
     obs = env.reset(seed)
     act = PolicyStepper(policy, n, obs_ops.device(obs))
+    started = time.monotonic()
+    beat, total_steps = started + HEARTBEAT_S, 0
     while (counts < targets).any():
         if stop is not None and stop():
             raise EvalInterrupted
+        if time.monotonic() >= beat:
+            log.info("evaluation: %d of %d episodes done, %s env steps so far (%s)",
+                     len(returns), episodes, f"{total_steps:,}", duration(time.monotonic() - started))
+            beat = time.monotonic() + HEARTBEAT_S
+        total_steps += n
         res = env.step(act(obs, deterministic, action_mask(env)))
         ended = res.terminated | res.truncated
         act.episode_ends(ended)

@@ -128,6 +128,24 @@ def test_an_episode_that_never_ends_is_cut_and_the_evaluation_ends(counter_env_i
     assert "ran 5 steps without ending" in caplog.text and "env.max_episode_steps" in caplog.text
 
 
+def test_a_long_evaluation_says_how_far_it_got(counter_env_id, caplog, monkeypatch):
+    """Breakout evaluated without FIRE runs 27,000 steps an episode: minutes with nothing on
+    the console. A heartbeat every HEARTBEAT_S seconds (0 here: every step)."""
+    import logging
+
+    from rltrain import evaluation
+
+    monkeypatch.setattr(evaluation, "HEARTBEAT_S", 0.0)
+    env = make_env(EnvConfig(id=counter_env_id, num_envs=2, max_episode_steps=10), training=False)
+    with caplog.at_level(logging.INFO, logger="rltrain"):
+        run_episodes(EndAtThree(), env, episodes=4, seed=0)
+    env.close()
+    beats = [r.getMessage() for r in caplog.records if r.getMessage().startswith("evaluation:")]
+    assert len(beats) == 6  # before each of the 6 vector steps (2 rows x 2 episodes of 3)
+    assert beats[0].startswith("evaluation: 0 of 4 episodes done, 0 env steps so far (")
+    assert beats[-1].startswith("evaluation: 2 of 4 episodes done, 10 env steps so far (")
+
+
 class WithoutEpisodeInfo:
     """A VecEnv that reports ends (terminated / truncated) but no info["episode"], as a native
     batched env may: evaluation once waited for episodes it never counted."""
