@@ -52,6 +52,11 @@ class RunDir:
         return self.hydra / "overrides.yaml"
 
     @property
+    def resume_overrides(self) -> Path:
+        """`.hydra/resume/overrides.yaml`: the overrides of the run's latest resume."""
+        return self.hydra / "resume" / "overrides.yaml"
+
+    @property
     def tb(self) -> Path:
         """`tb/`: TensorBoard event files."""
         return self.root / TB

@@ -131,6 +131,16 @@ def test_report_of_a_missing_or_empty_folder_is_one_user_error(tmp_path):
         write_report(tmp_path)
 
 
+def test_a_resumed_run_is_grouped_by_what_it_trained_with(tmp_path):
+    """Resumed with `total_timesteps=6000`, a run of `total_timesteps=4096` was labelled 4096
+    beside its 6,000 env steps: the latest resume's overrides replace the same keys."""
+    run = make_run(tmp_path / "run", ["algo=ppo", "total_timesteps=4096", "seed=1"], [1.0, 2.0, 3.0])
+    (run / ".hydra" / "resume").mkdir()
+    (run / ".hydra" / "resume" / "overrides.yaml").write_text(
+        yaml.safe_dump([f"resume={run}", "total_timesteps=6000"]))
+    assert load_run(run).group == "algo=ppo total_timesteps=6000"
+
+
 def test_a_run_without_hydra_record_is_its_own_group(tmp_path):
     run = make_run(tmp_path / "api_run", [], [1.0, 2.0, 3.0])
     (run / ".hydra" / "overrides.yaml").unlink()

@@ -10,12 +10,13 @@ from rltrain.run_dir import RunDir, periodic_name
 def test_names_match_the_documented_layout(tmp_path):
     run = RunDir(tmp_path)
     rel = {name: getattr(run, name).relative_to(tmp_path).as_posix() for name in (
-        "hydra", "hydra_config", "hydra_overrides", "tb", "metrics_csv", "wandb_run_id", "swanlog", "train_log", "learning_curve",
+        "hydra", "hydra_config", "hydra_overrides", "resume_overrides", "tb", "metrics_csv", "wandb_run_id", "swanlog", "train_log", "learning_curve",
         "checkpoints", "latest", "best", "final", "eval", "eval_results", "eval_videos",
         "export", "stop_file", "lock", "seeds_summary")}
     assert rel == {
         "hydra": ".hydra", "hydra_config": ".hydra/config.yaml",
-        "hydra_overrides": ".hydra/overrides.yaml", "tb": "tb", "metrics_csv": "metrics.csv",
+        "hydra_overrides": ".hydra/overrides.yaml",
+        "resume_overrides": ".hydra/resume/overrides.yaml", "tb": "tb", "metrics_csv": "metrics.csv",
         "wandb_run_id": "wandb/run_id", "swanlog": "swanlog", "train_log": "train.log",
         "learning_curve": "learning_curve.png", "checkpoints": "checkpoints",
         "latest": "checkpoints/latest.pt", "best": "checkpoints/best.pt",

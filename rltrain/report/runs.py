@@ -94,12 +94,23 @@ def find_runs(folder: Path) -> list[Path]:
 def load_run(path: Path) -> Run:
     """Read one run folder; a file that cannot be read is a one-line `UserError` naming it."""
     run = RunDir(path)
-    overrides = _load_yaml(run.hydra_overrides, list) or []
+    overrides = with_resumed(_load_yaml(run.hydra_overrides, list) or [],
+                             _load_yaml(run.resume_overrides, list) or [])
     config = _load_yaml(run.hydra_config, dict) or {}
     seed = config.get("seed") if isinstance(config.get("seed"), int) else None
     start = run.hydra_config.stat().st_mtime if run.hydra_config.is_file() else None
     scalars = read_csv(run.metrics_csv) if run.metrics_csv.is_file() else read_tensorboard(run.tb)
     return Run(path, [str(o) for o in overrides], seed, scalars, start)
+
+
+def with_resumed(overrides: list[Any], resumed: list[Any]) -> list[Any]:
+    """The run's overrides with those of its latest resume in place of the same keys
+    (`total_timesteps=4096`, resumed with `total_timesteps=6000`: the run trained 6,000)."""
+    def key(o: Any) -> str:
+        return str(o).lstrip("+~").partition("=")[0]
+
+    again = {key(o) for o in resumed}
+    return [o for o in overrides if key(o) not in again] + list(resumed)
 
 
 def _load_yaml(path: Path, kind: type) -> Any:
