@@ -15,20 +15,77 @@ log = logging.getLogger("rltrain")
 def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path | None = None,
           algo: Any = None, callbacks: dict[str, list] | None = None) -> dict[str, Any]:
     """Train from Hydra-style overrides (`["algo=ppo", "env=CartPole-v1", "net.hidden=[32]"]`)
-    or a `TrainConfig`.
+    or a `TrainConfig`, checked as the command line checks them (a `TrainConfig` is validated
+    on a copy; yours is left as it is).
 
-    Returns the final evaluation result (`mean_reward`, `std_reward`, ...). `algo=` trains an
-    algorithm built in Python instead of the one the config would build.
+    Returns the final evaluation result (`mean_reward`, `std_reward`, ...); with
+    `seeds_per_trial=K`, the trial's summary (`mean_reward` over the seeds). `algo=` trains an
+    algorithm built in Python instead of the one the config would build. What only the command
+    line does is refused in one line, not ignored: `resume=`, sweeps (`seed=0,1,2`) and
+    `hydra.*` options (give `run_dir=`).
     """
-    from rltrain.compose import compose_train_config
     from rltrain.runner.runner import Runner
 
-    cfg = overrides if isinstance(overrides, TrainConfig) else compose_train_config(overrides)
+    cfg = _config(overrides)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
+    if cfg.preset:
+        log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", cfg.preset)
+    if cfg.seeds_per_trial > 1:
+        return _train_trial(cfg, run_dir, algo, callbacks)
     if cfg.num_seeds > 1:
         return _train_seeds(cfg, run_dir, algo, callbacks)
     return Runner(cfg, run_dir, algo=algo, callbacks=callbacks).run()
+
+
+def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
+    """The validated config of `train`'s argument; `UserError` for what it cannot do."""
+    import copy
+
+    from rltrain.algos.configs.base import AlgoConfig
+    from rltrain.compose import compose_train_config
+    from rltrain.config_checks import validate
+    from rltrain.errors import UserError
+    from rltrain.overrides import first_of_sweeps
+
+    if isinstance(overrides, TrainConfig):
+        if not isinstance(overrides.algo, AlgoConfig):
+            raise UserError("train(TrainConfig(...)) needs algo=<an algorithm config>, e.g. "
+                            "TrainConfig(algo=PPOConfig(), env=EnvConfig(id='CartPole-v1'))")
+        cfg = validate(copy.deepcopy(overrides))
+    else:
+        given = [str(o) for o in overrides or []]
+        flags = [o for o in given if o.startswith("-") or o.lstrip("+~").startswith("hydra.")]
+        if flags:
+            raise UserError(f"train(): {flags[0]} is a command-line option; the Python API runs "
+                            f"one job into run_dir= (default: a new outputs/<date>/<time>)")
+        if first_of_sweeps(given) != given:
+            raise UserError("train() runs one job: sweeps (seed=0,1,2) are for `rltrain -m`; "
+                            "in Python, call train() once per value (or num_seeds=N for seeds)")
+        cfg = compose_train_config(given)
+    if cfg.resume:
+        raise UserError(f"train(): resume={cfg.resume} continues a run from the command line "
+                        f"(`rltrain resume=<run>`); the Python API starts new runs")
+    return cfg
+
+
+def _train_trial(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
+                 callbacks: dict[str, list] | None) -> dict[str, Any]:
+    """`seeds_per_trial=K`: each seed in turn in `<run_dir>/seed_<s>/`, as the command line
+    trains a trial; returns the trial's summary (seeds, their final means, their mean)."""
+    import json
+
+    from rltrain.errors import UserError
+    from rltrain.run_dir import RunDir
+    from rltrain.runner.setup import default_run_dir
+    from rltrain.sweep import run_seeds
+
+    if algo is not None or callbacks:
+        raise UserError("seeds_per_trial > 1 builds one algorithm per seed itself: train(algo=...) "
+                        "and callbacks= need seeds_per_trial=1")
+    folder = Path(run_dir) if run_dir is not None else default_run_dir()
+    run_seeds(cfg, folder)
+    return json.loads(RunDir(folder).seeds_summary.read_text())
 
 
 def _train_seeds(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,

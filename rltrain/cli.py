@@ -92,6 +92,7 @@ def train_command(argv: list[str]) -> None:
         resume_run_dir,
         single_run_dir,
         today,
+        with_saved_algo,
     )
     from rltrain.runner.ownership import new_folders
     from rltrain.sweep import check_plugins
@@ -103,6 +104,7 @@ def train_command(argv: list[str]) -> None:
         _train_ranks(argv, world)
         return
     check_plugins(argv)  # a missing sweeper/launcher plugin: one line naming the extra
+    argv = with_saved_algo(argv)  # resume=: the run's algo.* fields, not the default algo's
     if any(a.split("=")[0] in HYDRA_FLAGS for a in argv):
         register_options(argv)  # --help, --cfg ...: Hydra composes, nothing runs
         from rltrain.help import app_help

@@ -22,6 +22,7 @@ from rltrain.envs.vec_env import VecEnv
 from rltrain.errors import UserError
 from rltrain.run_dir import RunDir
 from rltrain.text import duration
+from rltrain.threads import torch_threads
 
 log = logging.getLogger("rltrain")
 
@@ -160,7 +161,7 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     n = min(num_envs, episodes)
     videos: list[Any] = []
     folder = RunDir.of_checkpoint(path).eval_videos
-    with _staged(folder if video else None) as staging:
+    with torch_threads(), _staged(folder if video else None) as staging:  # threads given back
         if staging is not None:
             k = episodes if video_episodes is None else min(video_episodes, episodes)
             from rltrain.video import make_recording_env

@@ -147,7 +147,10 @@ def preset_overrides(argv: list[str]) -> list[str]:
     `tuned=<name>` on the command line still applies a preset explicitly."""
     bare = [arg.lstrip("+~") for arg in argv]
     if any(a.startswith("env.id=") for a in bare) and not any(a.startswith("tuned") for a in bare):
-        return [*argv, "~tuned"]
+        # right after env.id=: the overrides stay side by side, which Hydra's parser needs
+        # (`algo=ppo env.id=X --cfg job ~tuned` is refused: "unrecognized arguments")
+        at = next(i for i, a in enumerate(bare) if a.startswith("env.id=")) + 1
+        return [*argv[:at], "~tuned", *argv[at:]]
     return argv
 
 
@@ -189,7 +192,9 @@ def _env_imports(argv: list[str]) -> list[str]:
 def compose_checked(config_name: str, overrides: list[str], *,
                     with_hydra: bool = False) -> DictConfig:
     """`hydra.compose` of a packaged config, with errors turned into one-line `UserError`s
-    (`with_hydra`: with its `hydra` node, which `rltrain --help` reads)."""
+    (`with_hydra`: with its `hydra` node, which `rltrain --help` reads). A caller's own Hydra
+    (an `@hydra.main` app or `hydra.initialize` that calls `rltrain.train`) is put back after."""
+    callers = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="rltrain.conf", version_base="1.3"):
@@ -202,6 +207,8 @@ def compose_checked(config_name: str, overrides: list[str], *,
         raise UserError(_explain_command(exc, config_name)) from exc
     finally:
         GlobalHydra.instance().clear()
+        if callers is not None:
+            GlobalHydra.instance().initialize(callers)
     if missing:
         raise UserError(f"missing value for {', '.join(missing)}: add `{missing[0]}=...`")
     return cfg

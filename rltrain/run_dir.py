@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 HYDRA = ".hydra"  # also Hydra's `hydra.output_subdir` (conf/hydra), relative to the run folder
@@ -175,3 +176,22 @@ class RunDir:
 def periodic_name(step: int) -> str:
     """The file name of the periodic checkpoint at env step `step`: `step_<9 digits>.pt`."""
     return f"step_{step:09d}.pt"
+
+
+def claim_default_run_dir(now: datetime | None = None) -> Path:
+    """Hydra's default `outputs/<YYYY-MM-DD>/<HH-MM-SS>` in the current folder, created here,
+    with a `-<k>` suffix when a run started in the same second already has it: `mkdir` claims
+    a name atomically, so runs started together (parallel, or one after another within a
+    second) never share a folder."""
+    from rltrain.errors import UserError
+
+    now = now or datetime.now()
+    base = Path("outputs") / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S")
+    for k in range(1000):
+        candidate = base.with_name(f"{base.name}-{k}") if k else base
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            continue
+    raise UserError(f"{base}: 1000 runs started in this second; give hydra.run.dir=<folder>")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrain.errors import TrainingError, UserError
-from rltrain.run_dir import HYDRA, RunDir
+from rltrain.run_dir import HYDRA, RunDir, claim_default_run_dir
 
 HYDRA_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve",
                "--shell-completion", "-sc", "--version")
@@ -58,18 +58,7 @@ def single_run_dir(argv: list[str]) -> Path | None:
     check_free_space(Path(given if given is not None and "${" not in given else "outputs"))
     if given is not None:
         return None if "${" in given else Path(given)
-    from datetime import datetime
-
-    now = datetime.now()
-    base = Path("outputs") / today(now) / now.strftime("%H-%M-%S")
-    for k in range(1000):  # mkdir claims a name atomically against runs started in parallel
-        candidate = base.with_name(f"{base.name}-{k}") if k else base
-        try:
-            candidate.mkdir(parents=True)
-            return candidate
-        except FileExistsError:
-            continue
-    raise UserError(f"{base}: 1000 runs started in this second; give hydra.run.dir=<folder>")
+    return claim_default_run_dir()
 
 
 def today(now: Any = None) -> str:
@@ -140,6 +129,26 @@ def resume_run_dir(argv: list[str]) -> list[str]:
     _check_resume(ckpt, argv)
     return [f"hydra.run.dir={RunDir.of_checkpoint(ckpt).root}",
             f"hydra.output_subdir={HYDRA}/resume"]
+
+
+def with_saved_algo(argv: list[str]) -> list[str]:
+    """`argv` with `algo=<the saved run's algorithm>` first, when it resumes a run (`resume=`,
+    not `auto`) and names no algorithm: its `algo.*` overrides are then checked against that
+    algorithm's fields (`algo.learning_starts` of a DQN run was "unknown", checked against the
+    default algorithm's). A `resume=` that names no checkpoint is left to `resume_run_dir`."""
+    value = arg_value(argv, "resume")
+    if not value or value == "auto" or any(a.lstrip("+~").startswith("algo=") for a in argv):
+        return argv
+    from rltrain import checkpoint
+    from rltrain.seeds.folder import batch_seeds, resumable_seeds
+
+    try:
+        ckpt = (next(iter(resumable_seeds(Path(value)).values())) if batch_seeds(value)
+                else checkpoint.resolve(value))
+        name = checkpoint.load(ckpt)["config"]["algo"]["name"]
+    except (UserError, TrainingError, KeyError, TypeError, StopIteration):
+        return argv
+    return [f"algo={name}", *argv] if isinstance(name, str) else argv
 
 
 def _check_resume(ckpt: Path, argv: list[str]) -> None:

@@ -366,6 +366,19 @@ def test_a_multirun_refuses_a_bad_value_of_any_sweep_before_its_first_job(
 
 # ---- one way in: compose_train_config, validated once per run ------------------------------
 
+@pytest.mark.parametrize("flags", [["--cfg", "job"], ["-c", "job"], ["--info", "config"]])
+def test_a_flag_after_env_id_works(flags, tmp_path, monkeypatch, capfd):
+    """`~tuned` went after the flags (`algo=ppo env.id=X --cfg job ~tuned`), and Hydra's
+    parser refused it: "unrecognized arguments: ~tuned"."""
+    from tests.e2e.harness import run_cli
+
+    result = run_cli(["algo=ppo", "env.id=CartPole-v1", *flags], tmp_path, monkeypatch, capfd)
+    assert result.rc == 0 and "name: ppo" in result.out and "CartPole-v1" in result.out, \
+        result.describe()
+    assert normalize_overrides(["algo=ppo", "env.id=CartPole-v1", "--cfg", "job"]) == [
+        "algo=ppo", "env.id=CartPole-v1", "~tuned", "--cfg", "job"]
+
+
 def test_compose_train_config_spells_the_short_forms_and_is_idempotent():
     argv = ["net.hidden=[32]", "env.import=gymnasium.envs", "env.id=Acrobot-v1"]
     normalized = normalize_overrides(argv)

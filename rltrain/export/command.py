@@ -19,6 +19,7 @@ from rltrain.export import formats
 from rltrain.export.check import Agreement, compare_actions, sample_observations
 from rltrain.export.module import ExportedPolicy, find_layer, torch_actions
 from rltrain.run_dir import RunDir
+from rltrain.threads import torch_threads
 from rltrain.types import CHOICE_KINDS
 
 
@@ -48,25 +49,26 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
         env.close()
         raise UserError(f"export needs a gymnasium env; {cfg.env.id} builds a batched VecEnv "
                         f"of its own, whose observation and action bounds are unknown to export")
-    try:
-        algo = build_agent(cfg, env, payload, path, "cpu")
-        policy = algo.policy.eval()
-        env.reset(seed)
-        masked = action_mask(env) is not None  # the env says which actions are valid
-        module = ExportedPolicy(policy, env, masked)
-        gym_env, norm = find_layer(env, GymVecEnv), find_layer(env, NormalizeObs)
-        assert isinstance(gym_env, GymVecEnv)
-        space = observation_space(env, gym_env)
-        stats = norm if isinstance(norm, NormalizeObs) else None
-        obs = sample_observations(space, stats, check_samples, seed)
-        # A batch of 2 as the example: torch.export would specialize the batch dim to a 1.
-        example, names, _, _ = export_inputs(module, env, space, stats, 2, seed + 1)
-        _, _, states, masks = export_inputs(module, env, space, stats, check_samples, seed)
-        metadata = {**export_metadata(cfg, env, space, policy), "inputs": names}
-        formats.write(fmt, module, example, target, metadata, names)
-        reference = torch_actions(policy, env, obs, states, masks)
-    finally:
-        env.close()
+    with torch_threads():  # build_agent sets the run's threads: given back after
+        try:
+            algo = build_agent(cfg, env, payload, path, "cpu")
+            policy = algo.policy.eval()
+            env.reset(seed)
+            masked = action_mask(env) is not None  # the env says which actions are valid
+            module = ExportedPolicy(policy, env, masked)
+            gym_env, norm = find_layer(env, GymVecEnv), find_layer(env, NormalizeObs)
+            assert isinstance(gym_env, GymVecEnv)
+            space = observation_space(env, gym_env)
+            stats = norm if isinstance(norm, NormalizeObs) else None
+            obs = sample_observations(space, stats, check_samples, seed)
+            # A batch of 2 as the example: torch.export would specialize the batch dim to a 1.
+            example, names, _, _ = export_inputs(module, env, space, stats, 2, seed + 1)
+            _, _, states, masks = export_inputs(module, env, space, stats, check_samples, seed)
+            metadata = {**export_metadata(cfg, env, space, policy), "inputs": names}
+            formats.write(fmt, module, example, target, metadata, names)
+            reference = torch_actions(policy, env, obs, states, masks)
+        finally:
+            env.close()
     agreement, reference = check_export(formats.load(fmt, target), module, obs, states, masks,
                                         reference)
     return {"path": str(target), "format": fmt, "ok": agreement.ok, "samples": agreement.samples,

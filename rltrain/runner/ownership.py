@@ -107,6 +107,10 @@ def check_target(run_dir: Path, resume: str | None, total_timesteps: float | Non
                         f"longer with `rltrain resume={run_dir} total_timesteps=<more than "
                         f"{done}>`, or choose another hydra.run.dir")
     if resume is None and holds_run(run_dir):
+        if not RunDir(run_dir).has_checkpoint():  # nothing to resume from: say so
+            raise UserError(f"{run_dir} holds a run that ended before its first checkpoint "
+                            f"(its metrics and log are kept); choose another hydra.run.dir, "
+                            f"or delete {run_dir} to start over there")
         raise UserError(f"{run_dir} already holds a run; continue it with `rltrain "
                         f"resume={run_dir}` or choose another hydra.run.dir")
 

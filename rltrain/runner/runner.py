@@ -9,8 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from rltrain import checkpoint
 from rltrain.config import TrainConfig, config_to_dict
 from rltrain.distributed import SOLO, Solo
@@ -44,6 +42,7 @@ from rltrain.runner.on_policy import run_on_policy
 from rltrain.runner.ownership import check_target, mark_started, run_lock
 from rltrain.runner.resume import make_payload, rank_part, restore, with_ranks
 from rltrain.runner.schedule import Schedule
+from rltrain.threads import torch_threads
 from rltrain.types import Metrics
 
 log = logging.getLogger("rltrain")
@@ -68,8 +67,6 @@ class Runner:
         self.run_dir = Path(run_dir) if run_dir is not None else setup.default_run_dir()
         self.paths = RunDir(self.run_dir)
         self.device = setup.resolve_device(cfg.device)
-        if cfg.torch_threads > 0:
-            torch.set_num_threads(cfg.torch_threads)
         setup.seed_everything(cfg.seed)
         spec = get_algo_spec(cfg.algo.name)
         self.family = spec.family
@@ -125,7 +122,8 @@ class Runner:
         if self.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         lock = run_lock(self.run_dir) if self.main else contextlib.nullcontext()
-        with lock, self.stopper, disk_full_is_one_line(self.run_dir):
+        with lock, self.stopper, disk_full_is_one_line(self.run_dir), \
+                torch_threads(self.cfg.torch_threads):
             mark_started(self.run_dir)
             self._open_outputs()
             try:
@@ -242,9 +240,10 @@ class Runner:
             self.stopper.check_stop_file()
         self.fire("post_iteration")
         # torchrun: every rank stops at this step if any asked to (a signal, STOP, a callback)
+        asked_here = self.state.stop  # a callback (signals and STOP files name themselves)
         self.state.stop = self.collective.any_(self.state.stop or self.stopper.pending)
         if self.state.stop and not self.state.stop_reason:
-            self.state.stop_reason = "a stop on another rank"
+            self.state.stop_reason = "callback" if asked_here else "a stop on another rank"
 
     def _train_metrics(self, step: int) -> Metrics:
         """What a log row holds: the update's metrics, episodes, normalizer, timings and speed."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from rltrain.envs.extras import set_log_keys
 from rltrain.envs.make import resume_state
 from rltrain.envs.vec_env import VecEnv
 from rltrain.errors import EnvError, TrainingError, UserError
+from rltrain.run_dir import claim_default_run_dir
 from rltrain.runner.callbacks import Callback, Callbacks, LoopState
 from rltrain.runner.context import LoopContext
 from rltrain.runner.episodes import EpisodeTracker
@@ -51,9 +51,9 @@ def check_data_parallel(algo: str, family: str, ranks: int) -> None:
 
 
 def default_run_dir() -> Path:
-    """`outputs/<YYYY-MM-DD>/<HH-MM-SS>` in the current folder (the Hydra layout)."""
-    now = datetime.now()
-    return Path("outputs") / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S")
+    """A new `outputs/<YYYY-MM-DD>/<HH-MM-SS>[-k]` in the current folder (the Hydra layout),
+    claimed: runs started within one second get `-1`, `-2`... as on the command line."""
+    return claim_default_run_dir()
 
 
 def build_callbacks(by_event: dict[str, list[Callback]] | None) -> Callbacks:

@@ -126,13 +126,16 @@ CASES = {
     "resume_a_finished_run_with_fewer_steps": (["resume=run", "total_timesteps=256"], 2,
                                                "holds a finished run"),
     "train_into_a_folder_with_run_data": ([*TINY, "hydra.run.dir=half_run"], 2,
-                                          "already holds a run"),
+                                          "holds a run that ended before its first checkpoint"),
+    "train_into_an_unfinished_run": ([*TINY, "hydra.run.dir=evil_id_run"], 2,
+                                     "already holds a run; continue it with `rltrain resume="),
 }
 # cases whose folder (relative to the cwd) must not change at all
 UNTOUCHED = {"train_into_a_finished_run": "run", "resume_auto_on_a_finished_run": "run",
              "resume_a_finished_run_without_more_steps": "run",
              "resume_a_finished_run_with_fewer_steps": "run",
              "train_into_a_folder_with_run_data": "half_run",
+             "train_into_an_unfinished_run": "evil_id_run",
              "resume_env_id_names_os_system": "evil_id_run",
              "resume_env_imports_module": "evil_imports_run",
              "resume_wrapper_names_module": "evil_wrapper_run",

@@ -1,0 +1,134 @@
+"""`rltrain.train` from Python: checked as the command line checks, refusing (one line) what
+only the command line does, and leaving the caller's process as it found it (threads, Hydra,
+run folders)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rltrain import checkpoint
+from rltrain.algos.configs.ppo import PPOConfig
+from rltrain.api import train
+from rltrain.config import EnvConfig, EvalConfig, TrainConfig
+from rltrain.errors import UserError
+
+TINY = ["algo=ppo", "env=CartPole-v1", "total_timesteps=64", "env.num_envs=2", "algo.n_steps=32",
+        "algo.batch_size=32", "algo.hidden_sizes=[8]", "eval.episodes=1", "eval.num_envs=1",
+        "logger=none", "progress=off", "checkpoint.freq=0"]
+
+
+def tiny_config(**fields) -> TrainConfig:
+    return TrainConfig(algo=PPOConfig(n_steps=32, batch_size=32, hidden_sizes=[8]),
+                       env=EnvConfig(id="CartPole-v1", num_envs=2), total_timesteps=64,
+                       progress="off", **fields)
+
+
+def test_a_train_config_is_validated_like_a_command_line(tmp_path):
+    """It trained with lr=-1; a float eval.freq wrote checkpoints no load accepted."""
+    bad = tiny_config()
+    bad.algo.lr = -1.0
+    with pytest.raises(UserError, match=r"algo.lr=-1.0 must be a finite number > 0"):
+        train(bad, run_dir=tmp_path / "bad")
+    assert bad.algo.lr == -1.0 and not (tmp_path / "bad").exists()
+    given = tiny_config(eval=EvalConfig(episodes=1, freq=32.0))
+    train(given, run_dir=tmp_path / "run")
+    assert given.eval.freq == 32.0  # the caller's object is left as it is
+    assert checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")  # loads again
+    with pytest.raises(UserError, match=r"needs algo=<an algorithm config>"):
+        train(TrainConfig(env=EnvConfig(id="CartPole-v1")), run_dir=tmp_path / "x")
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["resume=somewhere"], "resume=somewhere continues a run from the command line"),
+    (["seed=0,1,2"], "train() runs one job: sweeps (seed=0,1,2) are for `rltrain -m`"),
+    (["hydra.run.dir=elsewhere"], "hydra.run.dir=elsewhere is a command-line option"),
+    (["-m"], "-m is a command-line option")])
+def test_what_only_the_command_line_does_is_refused_not_ignored(extra, fragment, tmp_path,
+                                                                monkeypatch):
+    """`resume=` was ignored: pointed at a finished run with run_dir= there, it trained from
+    scratch over it; sweeps ran their first value; hydra.run.dir was not the run's folder."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError) as err:
+        train([*TINY, *extra])
+    assert fragment in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_seeds_per_trial_trains_each_seed_in_its_folder_and_returns_the_trial(tmp_path):
+    """It trained seed 0 alone, into the run folder itself."""
+    result = train([*TINY, "seeds_per_trial=2", "seed=3"], run_dir=tmp_path / "trial")
+    assert result["seeds"] == [3, 4] and len(result["mean_rewards"]) == 2
+    assert result["mean_reward"] == pytest.approx(sum(result["mean_rewards"]) / 2)
+    for seed in (3, 4):
+        assert (tmp_path / "trial" / f"seed_{seed}" / "checkpoints" / "final.pt").is_file()
+    assert json.loads((tmp_path / "trial" / "seeds.json").read_text()) == result
+
+
+def test_runs_without_run_dir_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
+    """The second run met the first's folder: "holds a finished run"."""
+    monkeypatch.chdir(tmp_path)
+    for _ in range(3):
+        train(TINY)
+    runs = sorted(p for p in (tmp_path / "outputs").glob("*/*") if p.is_dir())
+    assert len(runs) == 3 and all((r / "checkpoints" / "final.pt").is_file() for r in runs)
+
+
+def test_a_callback_stop_is_reported_as_a_callback(tmp_path):
+    """It was reported as "a stop on another rank" in a single process."""
+    def stop(state):
+        state.stop = True
+
+    result = train(TINY, run_dir=tmp_path / "run", callbacks={"post_update": [stop]})
+    assert result["stopped"] == "callback"
+
+
+@pytest.mark.parametrize("threads", [1, 0])
+def test_a_run_gives_the_callers_torch_threads_back(threads, tmp_path):
+    """`torch_threads=1` stayed set after the run: the caller's process, and the next run's
+    "torch's default" (torch_threads=0), were left at 1 thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2 if before != 2 else 3)
+    mine = torch.get_num_threads()
+    try:
+        train([*TINY, f"torch_threads={threads}"], run_dir=tmp_path / "run")
+        assert torch.get_num_threads() == mine
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_callers_hydra_is_still_there_after_train(tmp_path):
+    """train() cleared Hydra's global state: the caller's next hydra.compose failed with
+    "GlobalHydra is not initialized"."""
+    from hydra import compose, initialize_config_dir
+
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "app.yaml").write_text("answer: 42\n")
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        train(TINY, run_dir=tmp_path / "run")
+        assert compose(config_name="app").answer == 42
+
+
+def test_a_resume_from_the_command_line_checks_algo_fields_against_the_saved_algorithm(
+        tmp_path, monkeypatch, capfd):
+    """`resume=<a DQN run> algo.learning_starts=...` was "unknown field" (checked against the
+    default algorithm, PPO); now against DQN's: a restated value resumes, a changed one is
+    refused for what it is."""
+    from tests.e2e.harness import assert_refused, run_cli
+
+    train(["algo=dqn", "env=CartPole-v1", "total_timesteps=200", "algo.learning_starts=100",
+           "algo.hidden_sizes=[8]", "eval.episodes=1", "logger=none", "progress=off"],
+          run_dir=tmp_path / "dqn")
+    changed = run_cli(["resume=dqn", "total_timesteps=300", "algo.learning_starts=150"],
+                      tmp_path, monkeypatch, capfd)
+    assert_refused(changed, 2, "algo.learning_starts: 100 -> 150")
+    same = run_cli(["resume=dqn", "total_timesteps=300", "algo.learning_starts=100"], tmp_path,
+                   monkeypatch, capfd)
+    assert same.rc == 0, same.describe()
+    assert checkpoint.load(tmp_path / "dqn" / "checkpoints" / "final.pt")["counters"][
+        "global_step"] == 300
+    assert Path(tmp_path / "dqn").is_dir()
