@@ -132,3 +132,18 @@ def test_a_resume_from_the_command_line_checks_algo_fields_against_the_saved_alg
     assert checkpoint.load(tmp_path / "dqn" / "checkpoints" / "final.pt")["counters"][
         "global_step"] == 300
     assert Path(tmp_path / "dqn").is_dir()
+
+
+def test_a_runner_given_resume_without_a_checkpoint_never_trains_over_a_finished_run(tmp_path):
+    """`Runner(cfg)` with `cfg.resume` set but no `resume_from` payload starts from scratch:
+    it opened the finished run's folder as a resume would, and overwrote its final.pt."""
+    import dataclasses
+
+    from rltrain.runner.runner import Runner
+
+    train(TINY, run_dir=tmp_path / "run")
+    final = (tmp_path / "run" / "checkpoints" / "final.pt").read_bytes()
+    cfg = dataclasses.replace(tiny_config(), resume=str(tmp_path / "run"), total_timesteps=128)
+    with pytest.raises(UserError, match="holds a finished run"):
+        Runner(cfg, tmp_path / "run").run()
+    assert (tmp_path / "run" / "checkpoints" / "final.pt").read_bytes() == final

@@ -158,7 +158,10 @@ class Runner:
             self.loggers = build_loggers(LoggerConfig(csv=False), self.run_dir)
             self.progress = ConsoleProgress(self.state.total_timesteps, "off", 1e9)
             return
-        resume = cfg.resume or ("checkpoint" if self.resumed else None)
+        # a resume only when a checkpoint was loaded: `cfg.resume` alone (a Runner built in
+        # Python) must not open a finished run's folder to a run that starts from scratch
+        resume = ((cfg.resume or "checkpoint") if self.resumed
+                  else "auto" if cfg.resume == "auto" else None)
         check_target(self.run_dir, resume, self.state.total_timesteps)
         self.stopper.clear_stale_stop_file()
         self.loggers = build_loggers(cfg.logger, self.run_dir, purge_step=self.state.global_step,
