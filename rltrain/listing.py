@@ -26,9 +26,13 @@ def listing_table() -> Table:
     table.add_column("name", style="cyan", no_wrap=True)
     table.add_column("details")
     for option in algo_options():
+        built = "" if option.algo == option.option else f"algo {option.algo}, "
+        if option.algo not in ALGO_TRAITS:  # a YAML of an algorithm added without its traits
+            table.add_row("algo", option.option, f"{option.summary} ({built}its traits are not "
+                                                 f"in rltrain/catalog.py ALGO_TRAITS)")
+            continue
         family, kinds = ALGO_TRAITS[option.algo]
         spaces = ", ".join(SPACE_NAMES[k] for k in kinds)
-        built = "" if option.algo == option.option else f"algo {option.algo}, "
         table.add_row("algo", option.option, f"{option.summary} ({built}{family.replace('_', '-')}; "
                                              f"actions: {spaces})")
     table.add_section()

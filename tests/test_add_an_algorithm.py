@@ -1,9 +1,10 @@
 """docs/architecture.md, "How to add an algorithm", followed step by step with a toy algorithm.
 
 Step 1 is the code below (a config, a class, a `build`), step 2 the YAML text (stored in Hydra's
-ConfigStore under `algo/toy`, as a file in `conf/algo/` would be found), step 3 one entry in
-`ALGOS`. Step 4 is the claim checked here: with no other edit it trains from the command line,
-logs its metrics, checkpoints, evaluates and resumes like a built-in algorithm.
+ConfigStore under `algo/toy`, as a file in `conf/algo/` would be found), step 3 its traits in
+`catalog.ALGO_TRAITS` and one entry in `ALGOS`; step 4 (the config reference) is a file. Step 5
+is the claim checked here: with no other edit it trains from the command line, logs its metrics,
+checkpoints, evaluates and resumes like a built-in algorithm, and `rltrain list` shows it.
 """
 
 from __future__ import annotations
@@ -93,10 +94,12 @@ def toy_registered(monkeypatch):
     """Step 3 (one line in ALGOS) and step 2's file made known to Hydra; undone afterwards."""
     from hydra.core.config_store import ConfigStore
 
+    from rltrain.catalog import ALGO_TRAITS
     from rltrain.config_store import register_configs
     from rltrain.registry import ALGOS, AlgoSpec
 
-    monkeypatch.setitem(ALGOS, "toy", AlgoSpec(ToyConfig, build, "off_policy", ("discrete",)))
+    monkeypatch.setitem(ALGO_TRAITS, "toy", ("off_policy", ("discrete",)))
+    monkeypatch.setitem(ALGOS, "toy", AlgoSpec(ToyConfig, build, *ALGO_TRAITS["toy"]))
     register_configs()  # stores toy_schema, as for every ALGOS entry
     ConfigStore.instance().store(group="algo", name="toy", node=yaml.safe_load(TOY_YAML))
     yield
@@ -127,3 +130,21 @@ def test_a_toy_algorithm_added_by_the_documented_steps_trains_checkpoints_and_re
     resumed.run()
     again = checkpoint.load(tmp_path / "resumed" / "checkpoints" / "final.pt")
     assert again["counters"]["global_step"] == latest["counters"]["global_step"] == 160
+
+
+def test_rltrain_list_shows_an_added_algorithm_and_survives_one_without_traits(
+        toy_registered, monkeypatch):
+    """`rltrain list` raised KeyError: 'toy' for an algorithm whose YAML exists but whose
+    traits (step 3) were not added."""
+    from rich.console import Console
+
+    from rltrain import catalog, listing
+
+    options = [*catalog.algo_options(), catalog.AlgoOption("toy", "toy", "Toy Q-learning"),
+               catalog.AlgoOption("bare", "bare", "Added without traits")]
+    monkeypatch.setattr(listing, "algo_options", lambda: options)
+    console = Console(width=200, record=True)
+    console.print(listing.listing_table())
+    text = console.export_text()
+    assert "Toy Q-learning (off-policy; actions: Discrete)" in text
+    assert "Added without traits (its traits are not in rltrain/catalog.py ALGO_TRAITS)" in text
