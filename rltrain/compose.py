@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from rltrain.config import TrainConfig
 from rltrain.config_checks import to_train_config
 from rltrain.config_store import register_configs
+from rltrain.errors import UserError
 from rltrain.overrides import (
     check_composed,
     compose_checked,
@@ -74,11 +75,24 @@ def compose_train_config(overrides: list[str] | None = None, *,
         overrides = normalize_overrides(overrides)
     register_options(overrides)
     first = first_of_sweeps([a for a in overrides if not a.startswith("-")])
+    _refuse_schemas(first)
     composed = compose_checked("config", first)
     train_cfg = check_composed(composed)
     resolved: Any = OmegaConf.to_container(composed, resolve=True)
     _checked = _Checked(tuple(first), resolved, copy.deepcopy(train_cfg))
     return train_cfg
+
+
+def _refuse_schemas(overrides: list[str]) -> None:
+    """`algo=dqn_schema` (a typed schema Hydra lists beside the options) is not an option: it
+    skips the option's YAML (`algo=dqn`'s defaults) and would train with the bare dataclass."""
+    for arg in overrides:
+        key, _, value = arg.lstrip("+~").partition("=")
+        if key in ("algo", "env") and value.endswith("_schema"):
+            option = value.removesuffix("_schema")
+            hint = f"use {key}={option}" if option != key else f"choose an {key}= option"
+            raise UserError(f"{key}={value} is the typed schema behind the {key} options, not "
+                            f"an option: {hint} (rltrain list shows them)")
 
 
 def check_sweep(overrides: list[str]) -> None:

@@ -379,6 +379,15 @@ def test_a_flag_after_env_id_works(flags, tmp_path, monkeypatch, capfd):
         "algo=ppo", "env.id=CartPole-v1", "~tuned", "--cfg", "job"]
 
 
+@pytest.mark.parametrize("arg, hint", [("algo=dqn_schema", "use algo=dqn"),
+                                       ("env=env_schema", "choose an env= option")])
+def test_a_schema_is_not_an_option(arg, hint):
+    """`algo=dqn_schema` was accepted: it skips conf/algo/dqn.yaml and trains the bare
+    dataclass; `--help` lists the schemas beside the options."""
+    with pytest.raises(UserError, match=f"is the typed schema behind the .* {hint}"):
+        compose_train_config([arg, "env.id=CartPole-v1"] if arg.startswith("algo") else [arg])
+
+
 def test_compose_train_config_spells_the_short_forms_and_is_idempotent():
     argv = ["net.hidden=[32]", "env.import=gymnasium.envs", "env.id=Acrobot-v1"]
     normalized = normalize_overrides(argv)
