@@ -24,7 +24,11 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     line does is refused in one line, not ignored: `resume=`, sweeps (`seed=0,1,2`) and
     `hydra.*` options (give `run_dir=`).
     """
+    from rltrain.run_dir import RunDir
+    from rltrain.runner.ownership import remove_empty
     from rltrain.runner.runner import Runner
+    from rltrain.runner.setup import default_run_dir
+    from rltrain.sweep import log_to
 
     cfg = _config(overrides)
     if not logging.getLogger().handlers:
@@ -35,7 +39,37 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
         return _train_trial(cfg, run_dir, algo, callbacks)
     if cfg.num_seeds > 1:
         return _train_seeds(cfg, run_dir, algo, callbacks)
-    return Runner(cfg, run_dir, algo=algo, callbacks=callbacks).run()
+    folder = Path(run_dir) if run_dir is not None else default_run_dir()
+    try:
+        runner = Runner(cfg, folder, algo=algo, callbacks=callbacks)
+    except BaseException:
+        if run_dir is None:  # the folder claimed for it stays empty: not left behind
+            remove_empty([folder])
+        raise
+    recorded = RunDir(folder).is_hydra_run()
+    try:
+        with log_to(RunDir(folder).train_log):  # as the command line's run folder has it
+            return runner.run()
+    finally:
+        if not recorded and not isinstance(overrides, TrainConfig):
+            _record(folder, runner, [str(o) for o in overrides or []])
+
+
+def _record(folder: Path, runner: Any, overrides: list[str]) -> None:
+    """Give a run started from Python the `.hydra/` record a command-line run has (its config
+    and overrides), so that `rltrain report` groups its seeds as one experiment. Only a run
+    that started (the Runner opened its folder): a refused one writes nothing."""
+    from omegaconf import OmegaConf
+
+    from rltrain.run_dir import RunDir
+    from rltrain.runner.ownership import started
+
+    paths = RunDir(folder)
+    if not started(folder):
+        return
+    paths.hydra.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(OmegaConf.create(runner.config_dict), paths.hydra_config)
+    OmegaConf.save(OmegaConf.create(overrides), paths.hydra_overrides)
 
 
 def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:

@@ -193,7 +193,7 @@ def run_seeds(cfg: TrainConfig, run_dir: Path) -> float:
     for seed in trial_seeds(cfg):
         sub = RunDir(run_dir).seed(seed)
         write_seed_record(run_dir, sub.root, seed)
-        with _log_to(sub.train_log):
+        with log_to(sub.train_log):
             runner = Runner(dataclasses.replace(cfg, seed=seed, seeds_per_trial=1), sub.root)
             result = runner.run()
         if runner.stopper.signum is not None:  # preempted: tell the scheduler, as cli does
@@ -208,10 +208,10 @@ def run_seeds(cfg: TrainConfig, run_dir: Path) -> float:
 
 
 @contextlib.contextmanager
-def _log_to(path: Path) -> Iterator[None]:
-    """Also write the log to `path` meanwhile (each seed's folder gets its own train.log)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path)
+def log_to(path: Path) -> Iterator[None]:
+    """Also write the log to `path` meanwhile (each seed's folder gets its own train.log); the
+    file is created by the first line logged, so a run refused before it writes nothing."""
+    handler = _FolderFileHandler(path)
     handler.setFormatter(logging.Formatter("[%(asctime)s][%(levelname)s] %(message)s"))
     logging.getLogger().addHandler(handler)
     try:
@@ -219,6 +219,17 @@ def _log_to(path: Path) -> Iterator[None]:
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
+
+
+class _FolderFileHandler(logging.FileHandler):
+    """A `FileHandler` opened (with its folder) at its first record, not at construction."""
+
+    def __init__(self, path: Path):
+        super().__init__(path, delay=True)
+
+    def _open(self):  # noqa: ANN202 - logging's own signature
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
 
 
 def write_seed_record(run_dir: Path, sub: Path, seed: int) -> None:

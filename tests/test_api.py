@@ -147,3 +147,37 @@ def test_a_runner_given_resume_without_a_checkpoint_never_trains_over_a_finished
     with pytest.raises(UserError, match="holds a finished run"):
         Runner(cfg, tmp_path / "run").run()
     assert (tmp_path / "run" / "checkpoints" / "final.pt").read_bytes() == final
+
+
+def test_a_python_run_has_the_log_and_record_of_a_command_line_run(tmp_path, caplog):
+    """API runs had no train.log and no .hydra/ record: `rltrain report` put each seed of an
+    experiment in a group of its own. (INFO: what train() sets up in a session without logging
+    of its own; pytest has its own handlers.)"""
+    import logging
+
+    from rltrain.report.runs import load_run
+
+    for seed in (0, 1):
+        with caplog.at_level(logging.INFO, logger="rltrain"):
+            train([*TINY, f"seed={seed}"], run_dir=tmp_path / f"s{seed}")
+    runs = [load_run(tmp_path / f"s{seed}") for seed in (0, 1)]
+    assert runs[0].group == runs[1].group and "seed" not in runs[0].group
+    assert {r.seed for r in runs} == {0, 1}
+    assert "training ppo on CartPole-v1" in (tmp_path / "s0" / "train.log").read_text()
+
+
+def test_a_python_run_refused_at_start_writes_nothing(tmp_path, monkeypatch):
+    """A finished run's folder gets no log line and no record from a refused train(); a
+    default folder claimed for a run whose env cannot be built is not left behind."""
+    train(TINY, run_dir=tmp_path / "run")
+    before = sorted(p.name for p in (tmp_path / "run").rglob("*"))
+    log_before = (tmp_path / "run" / "train.log").read_text()
+    with pytest.raises(UserError, match="holds a finished run"):
+        train(TINY, run_dir=tmp_path / "run")
+    assert sorted(p.name for p in (tmp_path / "run").rglob("*")) == before
+    assert (tmp_path / "run" / "train.log").read_text() == log_before
+    monkeypatch.chdir(tmp_path / "run")
+    with pytest.raises(UserError):
+        train([*TINY[:1], "env.id=tests.envs.state_envs:DequeStateEnv",
+               "env.import=tests.envs.state_envs", *TINY[2:]])
+    assert not list((tmp_path / "run" / "outputs").glob("*/*"))

@@ -69,12 +69,17 @@ def mark_started(run_dir: Path) -> None:
     _STARTED.add(run_dir.absolute())
 
 
+def started(run_dir: Path) -> bool:
+    """True when a run started in `run_dir` in this process (`mark_started`)."""
+    return run_dir.absolute() in _STARTED
+
+
 def clear_failed_start(run_dir: Path) -> bool:
     """Empty `run_dir` (but for its lock) when no run started there (`mark_started`) and it
     holds only what a failed start leaves (`FAILED_START`); True when it did. Call it holding
     the run's lock, on a folder this command created, then `remove_empty` after the lock."""
     try:
-        if run_dir.absolute() in _STARTED or not set(os.listdir(run_dir)) <= FAILED_START:
+        if started(run_dir) or not set(os.listdir(run_dir)) <= FAILED_START:
             return False
         shutil.rmtree(run_dir / ".hydra", ignore_errors=True)
         (run_dir / "train.log").unlink(missing_ok=True)
