@@ -121,6 +121,8 @@ def collection_sps(env: str, num_envs: int, vectorization: str = "sync", backend
     overrides = [f"env.num_envs={num_envs}", f"env.vectorization={vectorization}",
                  f"env.backend={backend}", "algo.n_steps=64", "algo.batch_size=64"]
     cfg = compose(algo, env, 0, overrides)
+    if cfg.torch_threads > 0:  # what a run sets while it trains (Runner.opened): timed outside it
+        torch.set_num_threads(cfg.torch_threads)
     with tempfile.TemporaryDirectory() as tmp:
         runner = Runner(cfg, Path(tmp))
         spec, policy = runner.env.spec, runner.algo
