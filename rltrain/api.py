@@ -62,10 +62,9 @@ def _record(folder: Path, runner: Any, overrides: list[str]) -> None:
     from omegaconf import OmegaConf
 
     from rltrain.run_dir import RunDir
-    from rltrain.runner.ownership import started
 
     paths = RunDir(folder)
-    if not started(folder):
+    if not runner.started:  # refused (another run's folder, say): nothing is written there
         return
     paths.hydra.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(OmegaConf.create(runner.config_dict), paths.hydra_config)
@@ -81,6 +80,7 @@ def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
     from rltrain.config_checks import validate
     from rltrain.errors import UserError
     from rltrain.overrides import first_of_sweeps
+    from rltrain.run_target import is_multirun
 
     if isinstance(overrides, TrainConfig):
         if not isinstance(overrides.algo, AlgoConfig):
@@ -89,10 +89,13 @@ def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
         cfg = validate(copy.deepcopy(overrides))
     else:
         given = [str(o) for o in overrides or []]
-        flags = [o for o in given if o.startswith("-") or o.lstrip("+~").startswith("hydra.")]
+        flags = [o for o in given if o.startswith("-")
+                 or o.lstrip("+~").startswith(("hydra.", "hydra/"))]
         if flags:
             raise UserError(f"train(): {flags[0]} is a command-line option; the Python API runs "
                             f"one job into run_dir= (default: a new outputs/<date>/<time>)")
+        if is_multirun(given):  # +hpo=<algo>: a search, many jobs
+            raise UserError("train() runs one job: a search (+hpo=...) is for the command line")
         if first_of_sweeps(given) != given:
             raise UserError("train() runs one job: sweeps (seed=0,1,2) are for `rltrain -m`; "
                             "in Python, call train() once per value (or num_seeds=N for seeds)")

@@ -185,7 +185,7 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
         from rltrain.video import number_like_results, publish_videos
 
         numbered = number_like_results(videos, result["returns"])
-        result["videos"] = [str(p) for p in publish_videos(numbered, folder)]
+        result["videos"] = [str(p) for p in publish_videos(numbered, folder, staging)]
     if write:
         out = RunDir.of_checkpoint(path).eval_results
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from rltrain.errors import TrainingError, UserError
 from rltrain.run_dir import HYDRA, RunDir, claim_default_run_dir
 
@@ -132,23 +134,25 @@ def resume_run_dir(argv: list[str]) -> list[str]:
 
 
 def with_saved_algo(argv: list[str]) -> list[str]:
-    """`argv` with `algo=<the saved run's algorithm>` first, when it resumes a run (`resume=`,
-    not `auto`) and names no algorithm: its `algo.*` overrides are then checked against that
-    algorithm's fields (`algo.learning_starts` of a DQN run was "unknown", checked against the
-    default algorithm's). A `resume=` that names no checkpoint is left to `resume_run_dir`."""
+    """`argv` with the `algo=` option the resumed run was started with first, when it resumes a
+    run (`resume=`, not `auto`) and names no algorithm: its `algo.*` overrides are then checked
+    against that algorithm's fields (`algo.learning_starts` of a DQN run was "unknown",
+    checked against the default algorithm's). The option is the run's own record
+    (`.hydra/overrides.yaml`: `algo=ppo_lstm`, which a checkpoint's `name: ppo` would not give
+    back), so the resume's record repeats it and `rltrain report` groups the run as before. A
+    run started without `algo=` used the default, which composes again by itself."""
     value = arg_value(argv, "resume")
     if not value or value == "auto" or any(a.lstrip("+~").startswith("algo=") for a in argv):
         return argv
-    from rltrain import checkpoint
-    from rltrain.seeds.folder import batch_seeds, resumable_seeds
-
+    target = Path(value)
+    folder = target if target.is_dir() else RunDir.of_checkpoint(target).root
     try:
-        ckpt = (next(iter(resumable_seeds(Path(value)).values())) if batch_seeds(value)
-                else checkpoint.resolve(value))
-        name = checkpoint.load(ckpt)["config"]["algo"]["name"]
-    except (UserError, TrainingError, KeyError, TypeError, StopIteration):
+        recorded = yaml.safe_load(RunDir(folder).hydra_overrides.read_text()) or []
+    except (OSError, yaml.YAMLError):
         return argv
-    return [f"algo={name}", *argv] if isinstance(name, str) else argv
+    choice = next((str(o).partition("=")[2] for o in recorded if isinstance(o, str)
+                   and o.lstrip("+~").partition("=")[0] == "algo"), None)
+    return [f"algo={choice}", *argv] if choice else argv
 
 
 def _check_resume(ckpt: Path, argv: list[str]) -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -147,9 +149,7 @@ class EpisodeRecorder(gym.Wrapper):
         try:
             frame = self.env.render()
         except Exception as exc:  # the env's own code: one line naming it and render()
-            gl = os.environ.get("MUJOCO_GL")
-            hint = (f" (MUJOCO_GL={gl}: without a display, unset it or use MUJOCO_GL=egl)"
-                    if gl and "mujoco" in type(self.env.unwrapped).__module__ else "")
+            hint = _gl_hint() if "mujoco" in type(self.env.unwrapped).__module__ else ""
             raise UserError(f"env {self.name} raised {type(exc).__name__} in render() (video="
                             f"true): {first_line(exc)}{hint}; run eval without video=true") from exc
         if not isinstance(frame, np.ndarray) or frame.ndim != 3:
@@ -194,18 +194,25 @@ def _video_name(index: int, episode_return: float, length: int) -> str:
     return f"episode-{index:02d}_return-{episode_return:.1f}_length-{length}.mp4"
 
 
-STAGING = ".recording"
-"""The subfolder of `eval/videos/` an evaluation records into, until it completes."""
+STAGING = ".recording-"
+"""Prefix of the subfolder of `eval/videos/` an evaluation records into until it completes
+(one per evaluation: two evaluations of one run never share one)."""
+STALE_S = 24 * 3600.0
+"""A staging folder this old is left by an evaluation that was killed: removed."""
 
 
 @contextlib.contextmanager
 def staged_videos(folder: Path) -> Iterator[Path]:
-    """A fresh staging folder in `folder` for an evaluation's recordings. An evaluation that
+    """A staging folder of its own in `folder` for an evaluation's recordings. An evaluation that
     fails (an env error, Ctrl-C) takes its staging folder with it, so the videos of the last
     complete evaluation stay, with the results.json that names them; `publish_videos`
     replaces them once it completes."""
-    staging = folder / STAGING
-    shutil.rmtree(staging, ignore_errors=True)  # left by an evaluation that was killed
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob(STAGING + "*"):  # left by evaluations that were killed long ago
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > STALE_S:
+                shutil.rmtree(old, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=folder))
     try:
         yield staging
     except BaseException:
@@ -213,12 +220,13 @@ def staged_videos(folder: Path) -> Iterator[Path]:
         raise
 
 
-def publish_videos(staged: list[Path], folder: Path) -> list[Path]:
-    """Replace the earlier evaluation's videos in `folder` with `staged` (their new paths)."""
+def publish_videos(staged: list[Path], folder: Path, staging: Path) -> list[Path]:
+    """Replace the earlier evaluation's videos in `folder` with `staged` (their new paths), and
+    remove the `staging` folder they were recorded in."""
     for old in folder.glob("episode-*.mp4"):
         old.unlink()
     out = [p.rename(folder / p.name) for p in staged]
-    shutil.rmtree(folder / STAGING, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
     return out
 
 
@@ -243,8 +251,24 @@ def headless_gl() -> None:
     """Where there is no display, MuJoCo renders through EGL (`MUJOCO_GL=egl`) unless the user
     chose a backend: gymnasium tries GLFW first, which fails without a display and leaves
     PyOpenGL bound to GLX, so its own fallback to EGL fails too. Other envs ignore it."""
-    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        os.environ.setdefault("MUJOCO_GL", "egl")
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) \
+            and "MUJOCO_GL" not in os.environ:
+        os.environ["MUJOCO_GL"] = "egl"
+        _CHOSEN.add("MUJOCO_GL")
+
+
+_CHOSEN: set[str] = set()
+"""Environment variables rltrain set itself (`headless_gl`), not the user."""
+
+
+def _gl_hint() -> str:
+    """What to try after a MuJoCo render failed, given how `MUJOCO_GL` came to be set."""
+    gl = os.environ.get("MUJOCO_GL")
+    if not gl:
+        return ""
+    if "MUJOCO_GL" in _CHOSEN:
+        return " (no display: rltrain chose MUJOCO_GL=egl; is libEGL installed? or try MUJOCO_GL=osmesa)"
+    return f" (MUJOCO_GL={gl}: without a display, unset it or use MUJOCO_GL=egl)"
 
 
 def _recorded(cfg: EnvConfig, folder: Path, episodes: int, sink: list[EpisodeVideo],

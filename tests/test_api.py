@@ -46,7 +46,9 @@ def test_a_train_config_is_validated_like_a_command_line(tmp_path):
     (["resume=somewhere"], "resume=somewhere continues a run from the command line"),
     (["seed=0,1,2"], "train() runs one job: sweeps (seed=0,1,2) are for `rltrain -m`"),
     (["hydra.run.dir=elsewhere"], "hydra.run.dir=elsewhere is a command-line option"),
-    (["-m"], "-m is a command-line option")])
+    (["-m"], "-m is a command-line option"),
+    (["+hpo=ppo"], "train() runs one job: a search (+hpo=...) is for the command line"),
+    (["hydra/launcher=basic"], "hydra/launcher=basic is a command-line option")])
 def test_what_only_the_command_line_does_is_refused_not_ignored(extra, fragment, tmp_path,
                                                                 monkeypatch):
     """`resume=` was ignored: pointed at a finished run with run_dir= there, it trained from
@@ -70,11 +72,22 @@ def test_seeds_per_trial_trains_each_seed_in_its_folder_and_returns_the_trial(tm
 
 def test_runs_without_run_dir_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
     """The second run met the first's folder: "holds a finished run"."""
+    from datetime import datetime
+
+    from rltrain import run_dir
+
     monkeypatch.chdir(tmp_path)
-    for _ in range(3):
+    moment = datetime(2026, 11, 26, 13, 0, 0)
+    claimed = [run_dir.claim_default_run_dir(moment) for _ in range(3)]
+    assert [p.name for p in claimed] == ["13-00-00", "13-00-00-1", "13-00-00-2"]
+    monkeypatch.setattr(run_dir, "datetime", type("Frozen", (), {"now": staticmethod(
+        lambda: moment)}))  # every run below starts "in the same second"
+    for _ in range(2):
         train(TINY)
     runs = sorted(p for p in (tmp_path / "outputs").glob("*/*") if p.is_dir())
-    assert len(runs) == 3 and all((r / "checkpoints" / "final.pt").is_file() for r in runs)
+    assert [r.name for r in runs] == ["13-00-00", "13-00-00-1", "13-00-00-2", "13-00-00-3",
+                                      "13-00-00-4"]
+    assert all((r / "checkpoints" / "final.pt").is_file() for r in runs[3:])
 
 
 def test_a_callback_stop_is_reported_as_a_callback(tmp_path):
@@ -131,6 +144,13 @@ def test_a_resume_from_the_command_line_checks_algo_fields_against_the_saved_alg
     assert same.rc == 0, same.describe()
     assert checkpoint.load(tmp_path / "dqn" / "checkpoints" / "final.pt")["counters"][
         "global_step"] == 300
+    # the option comes from the run's own record (a checkpoint's `name: ppo` is also ppo_lstm's),
+    # so the resume repeats it and `rltrain report` keeps the run's group
+    from rltrain.report.runs import load_run
+
+    assert load_run(tmp_path / "dqn").group == ("algo.hidden_sizes=[8] algo.learning_starts=100 "
+                                                "algo=dqn env=CartPole-v1 eval.episodes=1 "
+                                                "logger=none total_timesteps=300")
     assert Path(tmp_path / "dqn").is_dir()
 
 

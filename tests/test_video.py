@@ -157,6 +157,13 @@ def test_an_evaluation_that_fails_keeps_the_last_videos_and_the_results_naming_t
         evaluate(ckpt, episodes=3, num_envs=3, seed=2, video=True, video_episodes=3)
     assert sorted(p.name for p in videos.iterdir()) == sorted(Path(p).name for p in first["videos"])
     saved = json.loads((tmp_path / "eval" / "results.json").read_text())
+    # each evaluation stages in a folder of its own: a second one never removes a live one's
+    from rltrain.video import staged_videos
+
+    with staged_videos(videos) as one:
+        (one / "x.mp4").write_bytes(b"live")
+        with staged_videos(videos) as two:  # it cleared the one shared staging folder
+            assert two != one and (one / "x.mp4").read_bytes() == b"live"
     assert saved["videos"] == first["videos"] and all(Path(p).is_file() for p in saved["videos"])
 
 

@@ -43,8 +43,10 @@ class ContractChecked:
         if not self._stepped:
             self._check_step(res)
             self._stepped = True
-        self._check_finite({"reward": res.reward, "observation": res.obs,
-                            "final observation": res.final_obs}, "step()")
+        values = {"reward": res.reward, "observation": res.obs}
+        if res.final_obs is not res.obs:  # often the same tensor: no second reduction
+            values["final observation"] = res.final_obs
+        self._check_finite(values, "step()")
         return res
 
     def _check_finite(self, values: dict[str, Any], call: str) -> None:
@@ -58,9 +60,9 @@ class ContractChecked:
                  if torch.is_floating_point(t)]
         if not named:
             return
-        total = named[0][2].sum()
-        for _, _, t in named[1:]:
-            total = total + t.sum()
+        total = named[0][2].sum(dtype=torch.float32)  # float16 pixels would overflow a sum of
+        for _, _, t in named[1:]:                     # their own dtype on every step
+            total = total + t.sum(dtype=torch.float32)
         if math.isfinite(total.item()):
             return
         for what, key, t in named:

@@ -53,10 +53,16 @@ FAILED_START = frozenset({".hydra", "train.log", ".lock"})
 command, the log of the failure (already on the console) and the lock, nothing of a run."""
 
 
+def _key(path: Path) -> Path:
+    """`path` absolute with `..` resolved as Hydra resolves its run dir (`os.path.abspath`), not
+    symlinks: the CLI's `x/../run` and the Runner's `run` are one folder, one lock."""
+    return Path(os.path.abspath(path))
+
+
 def new_folders(run_dir: Path) -> list[Path]:
     """`run_dir` and those of its ancestors that do not exist yet, innermost first."""
     out = []
-    for folder in (run_dir, *run_dir.absolute().parents):
+    for folder in (run_dir, *_key(run_dir).parents):
         if folder.exists():
             break
         out.append(folder)
@@ -66,12 +72,12 @@ def new_folders(run_dir: Path) -> list[Path]:
 def mark_started(run_dir: Path) -> None:
     """Say that a run started in `run_dir` (the Runner opened it): its log is the run's,
     and `clear_failed_start` leaves the folder alone however the run ends."""
-    _STARTED.add(run_dir.absolute())
+    _STARTED.add(_key(run_dir))
 
 
 def started(run_dir: Path) -> bool:
     """True when a run started in `run_dir` in this process (`mark_started`)."""
-    return run_dir.absolute() in _STARTED
+    return _key(run_dir) in _STARTED
 
 
 def clear_failed_start(run_dir: Path) -> bool:
@@ -123,7 +129,7 @@ def check_target(run_dir: Path, resume: str | None, total_timesteps: float | Non
 @contextlib.contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
     """Hold the lock of `run_dir` for the duration of the block (see the module docstring)."""
-    path = RunDir(run_dir).lock.absolute()
+    path = _key(RunDir(run_dir).lock)
     if path in _HELD:
         fd, count = _HELD[path]
         _HELD[path] = (fd, count + 1)
@@ -170,7 +176,7 @@ def _acquire(path: Path) -> int:
 def check_not_live(run_dir: Path) -> None:
     """Refuse (one line) a folder a live run holds, without taking its lock or writing: a
     `resume=` of a live run is refused as such, also before that run wrote a checkpoint."""
-    path = RunDir(run_dir).lock.absolute()
+    path = _key(RunDir(run_dir).lock)
     if path in _HELD:
         return
     try:

@@ -94,6 +94,8 @@ class Runner:
         self.schedule = Schedule.every(cfg.eval.freq, cfg.checkpoint.freq, cfg.logger.log_freq)
         self.stopper = GracefulStop(self.state, self.run_dir, deferred=world.size > 1)
         self.resumed = resume_from is not None
+        self.started = False
+        """True once this Runner took its folder (after the check that it may write there)."""
         if resume_from is not None:
             restore(self.ctx, self.schedule, resume_from, self.cfg, self.run_dir)
 
@@ -124,7 +126,6 @@ class Runner:
         lock = run_lock(self.run_dir) if self.main else contextlib.nullcontext()
         with lock, self.stopper, disk_full_is_one_line(self.run_dir), \
                 torch_threads(self.cfg.torch_threads):
-            mark_started(self.run_dir)
             self._open_outputs()
             try:
                 yield
@@ -160,9 +161,12 @@ class Runner:
             return
         # a resume only when a checkpoint was loaded: `cfg.resume` alone (a Runner built in
         # Python) must not open a finished run's folder to a run that starts from scratch
-        resume = ((cfg.resume or "checkpoint") if self.resumed
-                  else "auto" if cfg.resume == "auto" else None)
+        # (`auto` without a loaded checkpoint: a fresh start, never over a run's checkpoints)
+        auto = cfg.resume == "auto" and not RunDir(self.run_dir).has_checkpoint()
+        resume = (cfg.resume or "checkpoint") if self.resumed else "auto" if auto else None
         check_target(self.run_dir, resume, self.state.total_timesteps)
+        mark_started(self.run_dir)  # the folder is this run's: its files are never cleared
+        self.started = True
         self.stopper.clear_stale_stop_file()
         self.loggers = build_loggers(cfg.logger, self.run_dir, purge_step=self.state.global_step,
                                      config=self.config_dict)
