@@ -60,7 +60,8 @@ class AtariConfig:
     """Training only: rewards become their sign (-1, 0, 1); statistics report the game score."""
     frame_stack: int = 4
     """Stack the last frame_stack frames, channels first and newest last: `[k, 84, 84]`
-    (grayscale; RGB gives `[3k, 84, 84]`); 0 or 1: the frame alone, `[1, 84, 84]`."""
+    (grayscale; RGB gives `[3k, 84, 84]`); 0 or 1: the frame alone, `[1, 84, 84]` (RGB
+    `[3, 84, 84]`)."""
     fire_reset: bool = True
     """Press FIRE after each reset in games whose actions include FIRE."""
 
