@@ -201,3 +201,29 @@ def test_a_python_run_refused_at_start_writes_nothing(tmp_path, monkeypatch):
         train([*TINY[:1], "env.id=tests.envs.state_envs:DequeStateEnv",
                "env.import=tests.envs.state_envs", *TINY[2:]])
     assert not list((tmp_path / "run" / "outputs").glob("*/*"))
+
+
+def test_a_runner_builds_its_networks_with_the_threads_it_trains_with(tmp_path, monkeypatch):
+    """Initial weights depend on the thread count (orthogonal init's QR): built at the
+    process's 2 threads, `make train`'s Pendulum run ended at -98.35 instead of -97.64."""
+    from rltrain import registry
+    from rltrain.compose import compose_train_config
+    from rltrain.runner.runner import Runner
+
+    seen = []
+    real = registry.ALGOS["ppo"]
+
+    def build(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real.build(*args, **kwargs)
+
+    monkeypatch.setitem(registry.ALGOS, "ppo", registry.AlgoSpec(real.config, build, real.family,
+                                                                 real.action_kinds))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2 if before != 2 else 3)
+    mine = torch.get_num_threads()
+    try:
+        Runner(compose_train_config(TINY), tmp_path / "run")
+        assert seen == [1] and torch.get_num_threads() == mine
+    finally:
+        torch.set_num_threads(before)

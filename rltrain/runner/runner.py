@@ -61,6 +61,14 @@ class Runner:
     def __init__(self, cfg: TrainConfig, run_dir: str | Path | None = None, algo: Any = None,
                  callbacks: dict[str, list[Callback]] | None = None,
                  resume_from: dict[str, Any] | None = None, collective: Solo = SOLO):
+        # built with the threads it trains with (one by default: initial weights alike on every
+        # machine, orthogonal init's QR included), given back after, as after the run
+        with torch_threads(cfg.torch_threads):
+            self._build(cfg, run_dir, algo, callbacks, resume_from, collective)
+
+    def _build(self, cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
+               callbacks: dict[str, list[Callback]] | None, resume_from: dict[str, Any] | None,
+               collective: Solo) -> None:
         self.cfg = cfg
         # the plain dict checkpoints store; built once (it took ~12 ms, half of each save)
         self.config_dict = config_to_dict(cfg)
