@@ -20,9 +20,10 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
 
     Returns the final evaluation result (`mean_reward`, `std_reward`, ...); with
     `seeds_per_trial=K`, the trial's summary (`mean_reward` over the seeds). `algo=` trains an
-    algorithm built in Python instead of the one the config would build. What only the command
-    line does is refused in one line, not ignored: `resume=`, sweeps (`seed=0,1,2`) and
-    `hydra.*` options (give `run_dir=`).
+    algorithm built in Python instead of the one the config would build. `resume=<run>`
+    continues a run as `rltrain resume=` does (into `run_dir`, default the run's own folder).
+    What only the command line does is refused in one line, not ignored: sweeps (`seed=0,1,2`),
+    searches and `hydra.*` options (give `run_dir=`).
     """
     from rltrain.run_dir import RunDir
     from rltrain.runner.ownership import remove_empty
@@ -35,6 +36,8 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
         logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
     if cfg.preset:
         log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", cfg.preset)
+    if cfg.resume and cfg.resume != "auto":
+        return _resume(cfg, [str(o) for o in overrides or []], run_dir, algo, callbacks)
     if cfg.seeds_per_trial > 1:
         return _train_trial(cfg, run_dir, algo, callbacks)
     if cfg.num_seeds > 1:
@@ -100,10 +103,35 @@ def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
             raise UserError("train() runs one job: sweeps (seed=0,1,2) are for `rltrain -m`; "
                             "in Python, call train() once per value (or num_seeds=N for seeds)")
         cfg = compose_train_config(given)
-    if cfg.resume:
-        raise UserError(f"train(): resume={cfg.resume} continues a run from the command line "
-                        f"(`rltrain resume=<run>`); the Python API starts new runs")
+    if cfg.resume and isinstance(overrides, TrainConfig):
+        raise UserError(f"train(TrainConfig(resume={cfg.resume!r})): a resume checks what its "
+                        f"overrides change; give them as a list, [..., 'resume=<run>']")
     return cfg
+
+
+def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, algo: Any,
+            callbacks: dict[str, list] | None) -> dict[str, Any]:
+    """`resume=<run or checkpoint>`, as `rltrain resume=` checks and continues it: the saved
+    config with only the harmless overrides applied (the rest refused), code the run's env
+    names named again in `overrides`, into `run_dir` (default: the checkpoint's own run)."""
+    from rltrain import checkpoint
+    from rltrain.compose import composed_dict, normalize_overrides
+    from rltrain.errors import UserError
+    from rltrain.run_dir import RunDir
+    from rltrain.runner.resume import resume_config
+    from rltrain.runner.runner import Runner
+    from rltrain.seeds.folder import batch_seeds
+
+    if batch_seeds(cfg.resume):
+        raise UserError(f"train(): resume={cfg.resume} is a batch of seeds; resume it with "
+                        f"`rltrain resume={cfg.resume}`")
+    ckpt = checkpoint.resolve(cfg.resume)
+    payload = checkpoint.load(ckpt)
+    normalized = normalize_overrides(overrides)
+    resumed = resume_config(payload["config"], composed_dict(normalized), normalized, str(ckpt))
+    folder = Path(run_dir) if run_dir is not None else RunDir.of_checkpoint(ckpt).root
+    log.info("resuming %s from %s", folder, ckpt)
+    return Runner(resumed, folder, algo=algo, callbacks=callbacks, resume_from=payload).run()
 
 
 def _train_trial(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,

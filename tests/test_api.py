@@ -43,7 +43,6 @@ def test_a_train_config_is_validated_like_a_command_line(tmp_path):
 
 
 @pytest.mark.parametrize("extra, fragment", [
-    (["resume=somewhere"], "resume=somewhere continues a run from the command line"),
     (["seed=0,1,2"], "train() runs one job: sweeps (seed=0,1,2) are for `rltrain -m`"),
     (["hydra.run.dir=elsewhere"], "hydra.run.dir=elsewhere is a command-line option"),
     (["-m"], "-m is a command-line option"),
@@ -51,8 +50,7 @@ def test_a_train_config_is_validated_like_a_command_line(tmp_path):
     (["hydra/launcher=basic"], "hydra/launcher=basic is a command-line option")])
 def test_what_only_the_command_line_does_is_refused_not_ignored(extra, fragment, tmp_path,
                                                                 monkeypatch):
-    """`resume=` was ignored: pointed at a finished run with run_dir= there, it trained from
-    scratch over it; sweeps ran their first value; hydra.run.dir was not the run's folder."""
+    """Sweeps ran their first value; hydra.run.dir was not the run's folder."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UserError) as err:
         train([*TINY, *extra])
@@ -227,3 +225,24 @@ def test_a_runner_builds_its_networks_with_the_threads_it_trains_with(tmp_path, 
         assert seen == [1] and torch.get_num_threads() == mine
     finally:
         torch.set_num_threads(before)
+
+
+def test_resume_from_python_continues_the_run_as_the_command_line_does(tmp_path):
+    """`resume=` was ignored: a from-scratch run, and with run_dir= a finished run's folder it
+    trained over it. It now continues from the checkpoint, with the command line's rules."""
+    def stop_at_64(state):
+        state.stop = state.global_step >= 64
+
+    first = [*TINY, "total_timesteps=192"]
+    train(first, run_dir=tmp_path / "run", callbacks={"post_iteration": [stop_at_64]})
+    assert checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")["counters"][
+        "global_step"] == 64
+    result = train([*first, f"resume={tmp_path / 'run'}"])
+    final = checkpoint.load(tmp_path / "run" / "checkpoints" / "final.pt")
+    assert final["counters"]["global_step"] == 192 and result["step"] == 192
+    with pytest.raises(UserError, match="has trained 192 env steps, more than total_timesteps=128"):
+        train([*TINY, f"resume={tmp_path / 'run'}", "total_timesteps=128"])
+    with pytest.raises(UserError, match=r"would change the experiment \(algo.lr"):
+        train([*TINY, "algo.lr=0.1", f"resume={tmp_path / 'run'}", "total_timesteps=256"])
+    with pytest.raises(UserError, match="give them as a list"):
+        train(tiny_config(resume=str(tmp_path / "run")))

@@ -179,6 +179,8 @@ def resume_config(saved: dict[str, Any], composed: dict[str, Any], overrides: li
         top = key.split(".")[0].split("/")[0]
         if key in ("env.import", "env.imports"):  # names trusted code; checked just above
             continue
+        if item == "~tuned":  # added beside a repeated env.id= (normalize_overrides): a resume
+            continue          # applies no preset anyway
         if top not in RESUMABLE:
             old, new = _get(saved, key), _get(composed, key)
             only = f"only {', '.join(RESUMABLE[:-2])} may change when resuming"

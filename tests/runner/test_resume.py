@@ -227,9 +227,14 @@ def test_resume_applies_budget_logging_eval_and_checkpoint_overrides(saved):
     assert config_to_dict(cfg)["env"] == saved["env"]
 
 
-@pytest.mark.parametrize("override", ["algo.lr=1e-3", "env=cartpole", "algo=ppo", "seed=0"])
+@pytest.mark.parametrize("override", ["algo.lr=1e-3", "env=cartpole", "algo=ppo", "seed=0",
+                                      "env.id=CartPole-v1"])
 def test_resume_accepts_an_override_that_restates_the_saved_value(saved, override):
-    cfg = resume_with(saved, [override])
+    """`env.id=` restated comes with the `~tuned` that normalize_overrides adds beside it: it
+    was refused as "selects a preset"."""
+    from rltrain.compose import normalize_overrides
+
+    cfg = resume_with(saved, normalize_overrides([override]))
     assert config_to_dict(cfg)["algo"] == saved["algo"] and cfg.seed == saved["seed"]
 
 
