@@ -59,16 +59,11 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
     running, steps = np.zeros(n), np.zeros(n, dtype=np.int64)  # each row's current episode
     obs = env.reset(seed)
     act = PolicyStepper(policy, n, obs_ops.device(obs))
-    started = time.monotonic()
-    beat, total_steps = started + HEARTBEAT_S, 0
+    heartbeat = Heartbeat(episodes)
     while (counts < targets).any():
         if stop is not None and stop():
             raise EvalInterrupted
-        if time.monotonic() >= beat:
-            log.info("evaluation: %d of %d episodes done, %s env steps so far (%s)",
-                     len(returns), episodes, f"{total_steps:,}", duration(time.monotonic() - started))
-            beat = time.monotonic() + HEARTBEAT_S
-        total_steps += n
+        heartbeat.tick(len(returns), n)
         res = env.step(act(obs, deterministic, action_mask(env)))
         ended = res.terminated | res.truncated
         act.episode_ends(ended)
@@ -102,6 +97,25 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
     return {"episodes": len(returns), "mean_reward": float(r.mean()), "std_reward": float(r.std()),
             "min_reward": float(r.min()), "max_reward": float(r.max()),
             "mean_length": float(np.mean(lengths)), "returns": returns, "lengths": lengths}
+
+
+class Heartbeat:
+    """Says how far an evaluation got, once it runs longer than `HEARTBEAT_S`, and again every
+    `HEARTBEAT_S` seconds after."""
+
+    def __init__(self, episodes: int):
+        self.episodes, self.steps = episodes, 0
+        self.started = time.monotonic()
+        self.next = self.started + HEARTBEAT_S
+
+    def tick(self, done: int, steps: int) -> None:
+        """Before a vector step of `steps` env steps, with `done` episodes counted so far."""
+        now = time.monotonic()
+        if now >= self.next:
+            log.info("evaluation: %d of %d episodes done, %s env steps so far (%s)", done,
+                     self.episodes, f"{self.steps:,}", duration(now - self.started))
+            self.next = now + HEARTBEAT_S
+        self.steps += steps
 
 
 class PolicyStepper:
