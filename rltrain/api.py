@@ -38,10 +38,11 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
         log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", cfg.preset)
     if cfg.resume and cfg.resume != "auto":
         return _resume(cfg, [str(o) for o in overrides or []], run_dir, algo, callbacks)
+    given = None if isinstance(overrides, TrainConfig) else [str(o) for o in overrides or []]
     if cfg.seeds_per_trial > 1:
-        return _train_trial(cfg, run_dir, algo, callbacks)
+        return _train_trial(cfg, run_dir, algo, callbacks, given)
     if cfg.num_seeds > 1:
-        return _train_seeds(cfg, run_dir, algo, callbacks)
+        return _train_seeds(cfg, run_dir, algo, callbacks, given)
     folder = Path(run_dir) if run_dir is not None else default_run_dir()
     try:
         runner = Runner(cfg, folder, algo=algo, callbacks=callbacks)
@@ -62,15 +63,19 @@ def _record(folder: Path, runner: Any, overrides: list[str]) -> None:
     """Give a run started from Python the `.hydra/` record a command-line run has (its config
     and overrides), so that `rltrain report` groups its seeds as one experiment. Only a run
     that started (the Runner opened its folder): a refused one writes nothing."""
+    if runner.started:  # refused (another run's folder, say): nothing is written there
+        _write_record(folder, runner.config_dict, overrides)
+
+
+def _write_record(folder: Path, config: dict[str, Any], overrides: list[str]) -> None:
+    """`.hydra/config.yaml` and `.hydra/overrides.yaml` in `folder`, as Hydra writes them."""
     from omegaconf import OmegaConf
 
     from rltrain.run_dir import RunDir
 
     paths = RunDir(folder)
-    if not runner.started:  # refused (another run's folder, say): nothing is written there
-        return
     paths.hydra.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(OmegaConf.create(runner.config_dict), paths.hydra_config)
+    OmegaConf.save(OmegaConf.create(config), paths.hydra_config)
     OmegaConf.save(OmegaConf.create(overrides), paths.hydra_overrides)
 
 
@@ -135,11 +140,12 @@ def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, 
 
 
 def _train_trial(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
-                 callbacks: dict[str, list] | None) -> dict[str, Any]:
+                 callbacks: dict[str, list] | None, overrides: list[str] | None) -> dict[str, Any]:
     """`seeds_per_trial=K`: each seed in turn in `<run_dir>/seed_<s>/`, as the command line
     trains a trial; returns the trial's summary (seeds, their final means, their mean)."""
     import json
 
+    from rltrain.config import config_to_dict
     from rltrain.errors import UserError
     from rltrain.run_dir import RunDir
     from rltrain.runner.setup import default_run_dir
@@ -149,12 +155,14 @@ def _train_trial(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
         raise UserError("seeds_per_trial > 1 builds one algorithm per seed itself: train(algo=...) "
                         "and callbacks= need seeds_per_trial=1")
     folder = Path(run_dir) if run_dir is not None else default_run_dir()
+    if overrides is not None and not RunDir(folder).is_hydra_run():  # as the command line's
+        _write_record(folder, config_to_dict(cfg), overrides)  # trial folder: each seed copies it
     run_seeds(cfg, folder)
     return json.loads(RunDir(folder).seeds_summary.read_text())
 
 
 def _train_seeds(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
-                 callbacks: dict[str, list] | None) -> dict[str, Any]:
+                 callbacks: dict[str, list] | None, overrides: list[str] | None) -> dict[str, Any]:
     """`num_seeds > 1`: the batch summary (`mean_reward` is the IQM of the seeds' final evals)."""
     from rltrain.errors import UserError
     from rltrain.runner.setup import default_run_dir
@@ -163,4 +171,6 @@ def _train_seeds(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
     if algo is not None or callbacks:
         raise UserError("num_seeds > 1 builds one algorithm per seed itself: train(algo=...) and "
                         "callbacks= need num_seeds=1")
-    return SeedRunner(cfg, run_dir if run_dir is not None else default_run_dir()).run()
+    runner = SeedRunner(cfg, run_dir if run_dir is not None else default_run_dir())
+    runner.overrides = overrides or []
+    return runner.run()

@@ -97,14 +97,13 @@ def train_command(argv: list[str]) -> None:
     from rltrain.runner.ownership import new_folders
     from rltrain.sweep import check_plugins
 
-    argv = normalize_overrides(argv)
+    argv = with_saved_algo(normalize_overrides(argv))  # resume=: the run's algo.* fields
     world = world_from_env()
     if world is not None and world.size > 1 and not any(
             a.split("=")[0] in HYDRA_FLAGS for a in argv):
         _train_ranks(argv, world)
         return
     check_plugins(argv)  # a missing sweeper/launcher plugin: one line naming the extra
-    argv = with_saved_algo(argv)  # resume=: the run's algo.* fields, not the default algo's
     if any(a.split("=")[0] in HYDRA_FLAGS for a in argv):
         register_options(argv)  # --help, --cfg ...: Hydra composes, nothing runs
         from rltrain.help import app_help

@@ -246,3 +246,20 @@ def test_resume_from_python_continues_the_run_as_the_command_line_does(tmp_path)
         train([*TINY, "algo.lr=0.1", f"resume={tmp_path / 'run'}", "total_timesteps=256"])
     with pytest.raises(UserError, match="give them as a list"):
         train(tiny_config(resume=str(tmp_path / "run")))
+
+
+def test_seed_folders_from_python_are_grouped_by_their_experiment(tmp_path):
+    """`num_seeds` seeds were recorded with `seed=<s>` alone (batches of other settings fell
+    into one "(defaults)" group), `seeds_per_trial` seeds with nothing (a group each)."""
+    from rltrain.report.runs import find_runs, load_run
+
+    train([*TINY, "num_seeds=2", "algo.lr=0.001"], run_dir=tmp_path / "batch_a")
+    train([*TINY, "num_seeds=2", "algo.lr=0.01"], run_dir=tmp_path / "batch_b")
+    train([*TINY, "seeds_per_trial=2", "algo.lr=0.001"], run_dir=tmp_path / "trial")
+    groups = {}
+    for path in find_runs(tmp_path):
+        groups.setdefault(load_run(path).group, []).append(path.relative_to(tmp_path).as_posix())
+    assert sorted(map(sorted, groups.values())) == [  # the same settings: one experiment
+        ["batch_a/seed_0", "batch_a/seed_1", "trial/seed_0", "trial/seed_1"],
+        ["batch_b/seed_0", "batch_b/seed_1"]], groups
+    assert all("algo.lr=" in g and "seed" not in g for g in groups)

@@ -42,6 +42,9 @@ class SeedRunner:
         """A new batch of `cfg.num_seeds` seeds from `cfg.seed`; or, with `resume_from`
         (seed -> its run's config and checkpoint payload), those seeds where they stopped."""
         self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.overrides: list[str] = []
+        """A batch started from Python with an override list: those overrides, which each seed's
+        `.hydra/` record repeats (`_record_seeds`), so `rltrain report` tells batches apart."""
         members = resume_from or {
             cfg.seed + k: (dataclasses.replace(cfg, seed=cfg.seed + k, num_seeds=1), None)
             for k in range(cfg.num_seeds)}
@@ -67,12 +70,12 @@ class SeedRunner:
 
     def run(self) -> dict[str, Any]:
         """Train every seed, finish each (final evaluation and checkpoints), summarize."""
-        self._record_seeds()
         results: dict[int, dict[str, Any]] = {}
         with contextlib.ExitStack() as stack:
             for seed, runner in zip(self.seeds, self.runners, strict=True):
                 with seed_lines(seed):
                     stack.enter_context(runner.opened())
+            self._record_seeds()  # every seed's folder is its own now (a refused one: no record)
             if self.batch.stop_file.exists():  # left from before this batch: not for it
                 self.batch.stop_file.unlink(missing_ok=True)
                 log.warning("removed %s, left from before this run started", self.batch.stop_file)
@@ -101,13 +104,15 @@ class SeedRunner:
             return
         from omegaconf import OmegaConf
 
+        kept = [o for o in self.overrides
+                if o.lstrip("+~").partition("=")[0] not in ("seed", "num_seeds")]
         for seed, runner in zip(self.seeds, self.runners, strict=True):
             paths = RunDir(runner.run_dir)
             if paths.is_hydra_run():
                 continue
             paths.hydra.mkdir(parents=True, exist_ok=True)
             OmegaConf.save(OmegaConf.create(runner.config_dict), paths.hydra_config)
-            OmegaConf.save(OmegaConf.create([f"seed={seed}"]), paths.hydra_overrides)
+            OmegaConf.save(OmegaConf.create([*kept, f"seed={seed}"]), paths.hydra_overrides)
 
     def _summarize(self, results: dict[int, dict[str, Any]], seconds: float) -> dict[str, Any]:
         """`seeds.json`, the console line with the IQM and its 95% bootstrap CI, and the
