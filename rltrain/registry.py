@@ -95,8 +95,29 @@ def check_action_space(algo: str, action_kind: str, env_id: str) -> None:
         space = SPACE_NAMES.get(action_kind, action_kind)
         raise UserError(
             f"algo={algo} cannot handle {env_id}'s {space} action space; "
-            f"algorithms that fit: {', '.join(fits)}"
+            f"algorithms that fit: {', '.join(fits)}{_continuous_hint(env_id, action_kind)}"
         )
+
+
+def _continuous_hint(env_id: str, action_kind: str) -> str:
+    """For an env whose constructor takes `continuous` (CarRacing, LunarLander): how to get the
+    other action space from it. Asked only on the error path (it imports the env's module)."""
+    if action_kind not in ("box", "discrete"):
+        return ""
+    try:
+        import inspect
+
+        import gymnasium as gym
+        from gymnasium.envs.registration import load_env_creator
+
+        entry = gym.spec(env_id).entry_point
+        creator = load_env_creator(entry) if isinstance(entry, str) else entry
+        if "continuous" not in inspect.signature(creator).parameters:
+            return ""
+    except Exception:  # noqa: BLE001 - an id of the user's own, a module that fails: no hint
+        return ""
+    other = ("false", "Discrete") if action_kind == "box" else ("true", "Box")
+    return f"; or +env.kwargs.continuous={other[0]} gives {env_id} {other[1]} actions"
 
 
 # LOGGERS (name -> LoggerSpec) is spelled in rltrain/loggers/specs.py, next to `build_loggers`

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 
 import pytest
@@ -54,6 +55,16 @@ def test_action_space_mismatch_names_the_space_and_the_fitting_algorithms(box_on
     assert message.startswith("algo=boxonly cannot handle CartPole-v1's Discrete action space")
     assert message.endswith("algorithms that fit: " + ", ".join(fitting))
     assert "ppo" in fitting
+
+
+@pytest.mark.parametrize("algo, kind, env_id, hint", [
+    ("dqn", "box", "CarRacing-v3", "or +env.kwargs.continuous=false gives CarRacing-v3 Discrete"),
+    ("sac", "discrete", "LunarLander-v3", "or +env.kwargs.continuous=true gives LunarLander-v3 Box")])
+def test_an_env_with_a_continuous_switch_says_how_to_flip_it(algo, kind, env_id, hint):
+    """`env=CarRacing-v3 algo=dqn` named the fitting algorithms, not the env's own switch."""
+    pytest.importorskip("Box2D")
+    with pytest.raises(UserError, match=re.escape(hint)):
+        check_action_space(algo, kind, env_id)
 
 
 def test_matching_action_space_passes(box_only):
