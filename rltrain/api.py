@@ -31,14 +31,14 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     from rltrain.runner.setup import default_run_dir
     from rltrain.sweep import log_to
 
-    cfg = _config(overrides)
+    given = None if isinstance(overrides, TrainConfig) else [str(o) for o in overrides or []]
+    cfg = _config(overrides if given is None else given)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
     if cfg.preset:
         log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", cfg.preset)
     if cfg.resume and cfg.resume != "auto":
-        return _resume(cfg, [str(o) for o in overrides or []], run_dir, algo, callbacks)
-    given = None if isinstance(overrides, TrainConfig) else [str(o) for o in overrides or []]
+        return _resume(cfg, given or [], run_dir, algo, callbacks)
     if cfg.seeds_per_trial > 1:
         return _train_trial(cfg, run_dir, algo, callbacks, given)
     if cfg.num_seeds > 1:
@@ -55,28 +55,10 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
         with log_to(RunDir(folder).train_log):  # as the command line's run folder has it
             return runner.run()
     finally:
-        if not recorded and not isinstance(overrides, TrainConfig):
-            _record(folder, runner, [str(o) for o in overrides or []])
-
-
-def _record(folder: Path, runner: Any, overrides: list[str]) -> None:
-    """Give a run started from Python the `.hydra/` record a command-line run has (its config
-    and overrides), so that `rltrain report` groups its seeds as one experiment. Only a run
-    that started (the Runner opened its folder): a refused one writes nothing."""
-    if runner.started:  # refused (another run's folder, say): nothing is written there
-        _write_record(folder, runner.config_dict, overrides)
-
-
-def _write_record(folder: Path, config: dict[str, Any], overrides: list[str]) -> None:
-    """`.hydra/config.yaml` and `.hydra/overrides.yaml` in `folder`, as Hydra writes them."""
-    from omegaconf import OmegaConf
-
-    from rltrain.run_dir import RunDir
-
-    paths = RunDir(folder)
-    paths.hydra.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(OmegaConf.create(config), paths.hydra_config)
-    OmegaConf.save(OmegaConf.create(overrides), paths.hydra_overrides)
+        # the `.hydra/` record a command-line run has, so `rltrain report` groups its seeds as
+        # one experiment; only for a run that started (a refused one writes nothing there)
+        if not recorded and given is not None and runner.started:
+            RunDir(folder).write_record(runner.config_dict, given)
 
 
 def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
@@ -96,7 +78,7 @@ def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
                             "TrainConfig(algo=PPOConfig(), env=EnvConfig(id='CartPole-v1'))")
         cfg = validate(copy.deepcopy(overrides))
     else:
-        given = [str(o) for o in overrides or []]
+        given = list(overrides or [])
         flags = [o for o in given if o.startswith("-")
                  or o.lstrip("+~").startswith(("hydra.", "hydra/"))]
         if flags:
@@ -156,7 +138,7 @@ def _train_trial(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
                         "and callbacks= need seeds_per_trial=1")
     folder = Path(run_dir) if run_dir is not None else default_run_dir()
     if overrides is not None and not RunDir(folder).is_hydra_run():  # as the command line's
-        _write_record(folder, config_to_dict(cfg), overrides)  # trial folder: each seed copies it
+        RunDir(folder).write_record(config_to_dict(cfg), overrides)  # trial folder: each seed copies it
     run_seeds(cfg, folder)
     return json.loads(RunDir(folder).seeds_summary.read_text())
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rltrain.distributed import SOLO, Solo, World, world_from_env
 from rltrain.envs.trust import NamedCode, named_code
 from rltrain.errors import TrainingError, UserError
-from rltrain.run_dir import RunDir
+from rltrain.run_dir import RunDir, day_folder
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -91,7 +91,6 @@ def train_command(argv: list[str]) -> None:
         is_multirun,
         resume_run_dir,
         single_run_dir,
-        today,
         with_saved_algo,
     )
     from rltrain.runner.ownership import new_folders
@@ -121,7 +120,7 @@ def train_command(argv: list[str]) -> None:
     given = arg_value([*argv, *extra], "hydra.run.dir")
     # the folders this command creates, so that a run failing before its first step leaves
     # none: Hydra's default outputs/<date>/<time> is created by single_run_dir, with its parents
-    parents = [] if given is not None else new_folders(Path("outputs") / today())
+    parents = [] if given is not None else new_folders(Path("outputs") / day_folder())
     target = single_run_dir([*argv, *extra])
     if target is None:  # a multirun, --help, --cfg ...: each job's Runner guards its own folder
         sys.argv = [sys.argv[0], *argv, *extra]

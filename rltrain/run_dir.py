@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 HYDRA = ".hydra"  # also Hydra's `hydra.output_subdir` (conf/hydra), relative to the run folder
 CHECKPOINTS = "checkpoints"
@@ -56,6 +57,16 @@ class RunDir:
     def resume_overrides(self) -> Path:
         """`.hydra/resume/overrides.yaml`: the overrides of the run's latest resume."""
         return self.hydra / "resume" / "overrides.yaml"
+
+    def write_record(self, config: Any, overrides: list[str]) -> None:
+        """`.hydra/config.yaml` and `.hydra/overrides.yaml` as Hydra writes them, for a run
+        Hydra did not start (from Python, a seed of a batch or trial): `rltrain report` groups
+        runs by them."""
+        from omegaconf import OmegaConf
+
+        self.hydra.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(config), self.hydra_config)
+        OmegaConf.save(OmegaConf.create(list(overrides)), self.hydra_overrides)
 
     @property
     def tb(self) -> Path:
@@ -178,6 +189,19 @@ def periodic_name(step: int) -> str:
     return f"step_{step:09d}.pt"
 
 
+def seed_overrides(overrides: list[Any], seed: int) -> list[str]:
+    """A batch's or trial's `overrides` as one of its seeds' record: the seed keys replaced by
+    `seed=<seed>`."""
+    kept = [str(o) for o in overrides
+            if str(o).lstrip("+~").partition("=")[0] not in ("seed", "seeds_per_trial", "num_seeds")]
+    return [*kept, f"seed={seed}"]
+
+
+def day_folder(now: datetime | None = None) -> str:
+    """The `<YYYY-MM-DD>` folder of Hydra's default `outputs/<date>/<time>`."""
+    return (now or datetime.now()).strftime("%Y-%m-%d")
+
+
 def claim_default_run_dir(now: datetime | None = None) -> Path:
     """Hydra's default `outputs/<YYYY-MM-DD>/<HH-MM-SS>` in the current folder, created here,
     with a `-<k>` suffix when a run started in the same second already has it: `mkdir` claims
@@ -186,7 +210,7 @@ def claim_default_run_dir(now: datetime | None = None) -> Path:
     from rltrain.errors import UserError
 
     now = now or datetime.now()
-    base = Path("outputs") / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S")
+    base = Path("outputs") / day_folder(now) / now.strftime("%H-%M-%S")
     for k in range(1000):
         candidate = base.with_name(f"{base.name}-{k}") if k else base
         try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -61,13 +60,6 @@ def single_run_dir(argv: list[str]) -> Path | None:
     if given is not None:
         return None if "${" in given else Path(given)
     return claim_default_run_dir()
-
-
-def today(now: Any = None) -> str:
-    """The date folder of Hydra's default `outputs/<date>/<time>` (`now`: a datetime)."""
-    from datetime import datetime
-
-    return (now or datetime.now()).strftime("%Y-%m-%d")
 
 
 MIN_FREE_BYTES = 1 << 20

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf, read_write
 
 from rltrain.config import TrainConfig
 from rltrain.errors import UserError
-from rltrain.run_dir import RunDir
+from rltrain.run_dir import RunDir, seed_overrides
 
 log = logging.getLogger("rltrain")
 
@@ -237,13 +237,9 @@ def write_seed_record(run_dir: Path, sub: Path, seed: int) -> None:
     src, dst = RunDir(run_dir), RunDir(sub)
     if not src.hydra_config.is_file():
         return
-    dst.hydra.mkdir(parents=True, exist_ok=True)
     config = OmegaConf.load(src.hydra_config)
     config.seed, config.seeds_per_trial, config.num_seeds = seed, 1, 1
-    OmegaConf.save(config, dst.hydra_config)
     overrides = OmegaConf.load(src.hydra_overrides) if src.hydra_overrides.is_file() else []
-    kept = [o for o in overrides if o.lstrip("+~").partition("=")[0]
-            not in ("seed", "seeds_per_trial", "num_seeds")]
-    OmegaConf.save(OmegaConf.create([*kept, f"seed={seed}"]), dst.hydra_overrides)
+    dst.write_record(config, seed_overrides(list(overrides), seed))
     if (src.hydra / "hydra.yaml").is_file():  # Hydra's own settings, copied as they are
         (dst.hydra / "hydra.yaml").write_bytes((src.hydra / "hydra.yaml").read_bytes())

@@ -24,7 +24,7 @@ import numpy as np
 from rltrain.config import TrainConfig
 from rltrain.errors import UserError
 from rltrain.report.stats import bootstrap_ci, iqm
-from rltrain.run_dir import RunDir
+from rltrain.run_dir import RunDir, seed_overrides
 from rltrain.runner.runner import Runner
 from rltrain.seeds.batch import SeedBatch, seed_lines
 from rltrain.seeds.off_policy import run_off_policy_batch
@@ -102,17 +102,10 @@ class SeedRunner:
         `rltrain report` groups the seeds as one experiment."""
         if RunDir(self.run_dir).is_hydra_run():
             return
-        from omegaconf import OmegaConf
-
-        kept = [o for o in self.overrides
-                if o.lstrip("+~").partition("=")[0] not in ("seed", "num_seeds")]
         for seed, runner in zip(self.seeds, self.runners, strict=True):
             paths = RunDir(runner.run_dir)
-            if paths.is_hydra_run():
-                continue
-            paths.hydra.mkdir(parents=True, exist_ok=True)
-            OmegaConf.save(OmegaConf.create(runner.config_dict), paths.hydra_config)
-            OmegaConf.save(OmegaConf.create([*kept, f"seed={seed}"]), paths.hydra_overrides)
+            if not paths.is_hydra_run():
+                paths.write_record(runner.config_dict, seed_overrides(self.overrides, seed))
 
     def _summarize(self, results: dict[int, dict[str, Any]], seconds: float) -> dict[str, Any]:
         """`seeds.json`, the console line with the IQM and its 95% bootstrap CI, and the
