@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # (it downgrades protobuf): only their missing-package messages are tested.
 EXTRAS ?= dev,sweep,slurm,video,export,wandb,bench,box2d,mujoco,atari
 
-.PHONY: install train test test-ray test-all bench bench-quality lint clean
+.PHONY: install train test test-gpu test-ray test-all bench bench-quality lint clean
 
 install: $(STAMP)
 
@@ -32,6 +32,11 @@ WORKERS ?= 2
 
 test: install           ## the CI suite (slow learning checks excluded)
 	$(BIN)/python -m pytest -m "not slow" -q -n $(WORKERS) --dist loadfile $(ARGS)
+
+# On a machine with a CUDA GPU (CI has none: there these tests skip): every algorithm, resume
+# across devices, seed batches, native torch envs, uint8 pixels, Atari replay, torchrun over NCCL.
+test-gpu: install       ## the CUDA paths (tests/gpu, marker `gpu`) on a machine with a CUDA GPU
+	$(BIN)/python -m pytest -m gpu -q tests/gpu $(ARGS)
 
 # The Ray launcher lives in its own venv: ray's hydra-ray-launcher pins cloudpickle<3, which the
 # joblib launcher of .venv does not accept (shared/notes/dependency-facts.md, section 3).

@@ -61,7 +61,8 @@ def run_rltrain(algo: str, env: str, steps: int, args: argparse.Namespace) -> di
 
     ov = [f"algo={algo}", f"env.id={env}", f"tuned={algo}_atari", f"seed={args.seed}",
           f"total_timesteps={steps}", "eval.freq=0", "eval.episodes=1", "eval.num_envs=1",
-          "checkpoint.freq=0", "progress=off", "logger=none", f"torch_threads={args.threads}"]
+          "checkpoint.freq=0", "progress=off", "logger=none", f"torch_threads={args.threads}",
+          f"device={args.device}"]
     if algo == "dqn":
         ov += [f"algo.learning_starts={args.learning_starts}", f"algo.buffer_size={args.buffer}"]
     cfg = compose_train_config(ov)
