@@ -42,7 +42,8 @@ class SeedDQN:
         if masks is not None:
             return torch.stack([torch.multinomial(m.float(), 1, generator=g).squeeze(-1)
                                 for m, g in zip(masks, self.streams.generators, strict=True)])
-        return torch.stack([torch.randint(0, self.n_actions, (num_envs,), generator=g)
+        return torch.stack([torch.randint(0, self.n_actions, (num_envs,), generator=g,
+                                          device=self.streams.device)
                             for g in self.streams.generators])
 
     @torch.no_grad()
@@ -53,7 +54,8 @@ class SeedDQN:
         greedy = masked_argmax(self.q(obs), masks)
         rows = greedy.shape[1]
         random = self.random_actions(rows, masks)
-        coins = torch.stack([torch.rand((rows,), generator=g) for g in self.streams.generators])
+        coins = torch.stack([torch.rand((rows,), generator=g, device=self.streams.device)
+                             for g in self.streams.generators])
         return torch.where(coins < self.members[0].epsilon(global_step), random, greedy)
 
     def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:

@@ -26,6 +26,7 @@ from rltrain.errors import UserError
 from rltrain.report.stats import bootstrap_ci, iqm
 from rltrain.run_dir import RunDir, seed_overrides
 from rltrain.runner.runner import Runner
+from rltrain.runner.setup import resolve_device
 from rltrain.seeds.batch import SeedBatch, seed_lines
 from rltrain.seeds.off_policy import run_off_policy_batch
 from rltrain.seeds.on_policy import run_seed_batch
@@ -49,7 +50,7 @@ class SeedRunner:
             cfg.seed + k: (dataclasses.replace(cfg, seed=cfg.seed + k, num_seeds=1), None)
             for k in range(cfg.num_seeds)}
         self.seeds = sorted(members)
-        streams = SeedStreams()
+        streams = SeedStreams(resolve_device(cfg.device))
         self.runners: list[Runner] = []
         for k, seed in enumerate(self.seeds):
             member_cfg, payload = members[seed]

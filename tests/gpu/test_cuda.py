@@ -138,6 +138,26 @@ def test_a_seed_batch_trains_on_the_device(name, tmp_path):
         assert all(torch.isfinite(t).all() for t in agent.values() if t.is_floating_point())
 
 
+@pytest.mark.parametrize("algo,env_id,budget,updates,rel", [
+    ("ppo", "CartPole-v1", 5 * 32 * 8, 5, 1e-4),
+    ("dqn", "CartPole-v1", 1700, 3, 1e-4),
+    ("sac", "Pendulum-v1", 1000 + 49, 50, 1e-4),
+    ("td3", "Pendulum-v1", 1000 + 49, 50, 1e-4),
+    ("ppo_lstm", "CartPoleNoVel-v1", 3 * 32 * 8, 3, 0.0),
+])
+def test_a_seed_in_a_device_batch_matches_its_single_device_run(tmp_path, algo, env_id, budget,
+                                                                updates, rel):
+    """Each seed draws from a generator on the device holding what its single run's device
+    generator holds (tests/seeds/test_equivalence.py on the CPU): metric by metric, to the
+    rounding of batched sums (stacked) or exactly (seed by seed: ppo_lstm)."""
+    from tests.seeds.helpers import assert_batch_matches_single_runs
+
+    cfg = compose_train_config([
+        f"algo={algo}", f"env={env_id}", "num_seeds=3", "seed=5", f"total_timesteps={budget}",
+        f"device={DEVICE}", "eval.freq=0", "eval.episodes=1", "logger=none", "progress=off"])
+    assert_batch_matches_single_runs(cfg, tmp_path, updates, rel=rel)
+
+
 def _plain(cfg) -> dict:
     from omegaconf import OmegaConf
 
