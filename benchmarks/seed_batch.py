@@ -38,6 +38,8 @@ THRESHOLD = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0}
 TARGETS = {"ppo:CartPole-v1:100000": 2.5, "sac:Pendulum-v1:20000": 3.0,
            "dqn:CartPole-v1:50000": 3.0}
 """algo:env:budget -> issue 16's target for `num_seeds=8` in multiples of one seed's time."""
+EXTRA: list[str] = []
+"""Overrides every run of this benchmark adds (`--device cuda`: `device=cuda`)."""
 
 
 def parse_task(task: str) -> tuple[str, str, int]:
@@ -56,7 +58,7 @@ def _cfg(algo: str, env: str, budget: int, seed: int, num_seeds: int, threads: i
     return compose_train_config([
         f"algo={algo}", f"env={env}", f"total_timesteps={budget}", f"seed={seed}",
         f"num_seeds={num_seeds}", f"torch_threads={threads}", "eval.freq=0", "logger=none",
-        "progress=off"])
+        "progress=off", *EXTRA])
 
 
 def train_single(algo: str, env: str, budget: int, seed: int, root: Path) -> tuple[float, float]:
@@ -194,14 +196,16 @@ def main() -> None:
     parser.add_argument("--dist-budget", type=int, default=40_000)
     parser.add_argument("--first-seed", type=int, default=0,
                         help="the distribution's seeds start here (another sample of seeds)")
+    parser.add_argument("--device", default="cpu", help="the training device of every run")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
+    EXTRA[:] = [f"device={args.device}"]
     for task in args.tasks:
         parse_task(task)  # every task checked before the first one runs
     logging.basicConfig(level=logging.WARNING)
     results = {"date": datetime.date.today().isoformat(), "seeds": args.seeds,
                "cpu": f"{platform.machine()}, {os.cpu_count()} CPUs, load at start "
-                      f"{os.getloadavg()[0]:.2f}", "tasks": {}}
+                      f"{os.getloadavg()[0]:.2f}, device {args.device}", "tasks": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for task in [] if args.no_speed else args.tasks:
             results["tasks"][task] = speed(task, args, Path(tmp))

@@ -115,6 +115,7 @@ class SeedAdam(_SeedOptimizer):
         step_size = (self.lr / (1 - beta1 ** steps)).to(torch.float32)
         bias2_sqrt = (1 - beta2 ** steps).sqrt().to(torch.float32)
         params, grads, ms, vs = self._live()
+        step_size, bias2_sqrt = (t.to(params[0].device) for t in (step_size, bias2_sqrt))
         # the per-parameter ops of one seed's Adam step, as foreach calls over all
         # parameters (one C++ loop each instead of ~8 Python-dispatched ops per parameter)
         torch._foreach_lerp_(ms, grads, 1 - beta1)
@@ -137,12 +138,12 @@ class SeedAdam(_SeedOptimizer):
                 [self.exp_avg_sq[i] for i in live])
 
     def _fused(self) -> bool:
-        """Every seed at one step count: torch's fused CPU Adam kernel (what each seed's single
-        run steps with) over the stacked tensors, one pass instead of eight. False where this
-        torch build has no such kernel (then the foreach path runs)."""
+        """Every seed at one step count: torch's fused Adam kernel (what each seed's single run
+        steps with, on the CPU or a GPU) over the stacked tensors, one pass instead of eight.
+        False where this torch build has no such kernel (then the foreach path runs)."""
         live = self._live()
         params = live[0]
-        if not params or params[0].device.type != "cpu" or not hasattr(torch, "_fused_adam_"):
+        if not params or not hasattr(torch, "_fused_adam_"):
             return False
         # the kernel copies a strided tensor to a contiguous one (and back): hand it the
         # contiguous view of each transposed Linear weight (`stacked.stack_seeds`) instead. Adam
@@ -155,7 +156,8 @@ class SeedAdam(_SeedOptimizer):
         if any(v is None for tensors in views for v in tensors):
             return False
         params, grads, ms, vs = views
-        step = torch.tensor(float(self.steps[0]) + 1.0)  # the kernel reads the incremented step
+        # the kernel reads the incremented step, on the parameters' device (as FusedAdam keeps it)
+        step = torch.tensor(float(self.steps[0]) + 1.0, device=params[0].device)
         beta1, beta2 = self.betas
         try:
             torch._fused_adam_(params, grads, ms, vs, [], [step] * len(params), amsgrad=False, lr=self.lr, beta1=beta1,

@@ -43,13 +43,14 @@ class SeedPPO(SeedActorCritic):
                 active = [on and k <= 1.5 * cfg.target_kl for on, k in zip(active, kl, strict=True)]
                 if not any(active):
                     break
-        return self._metrics(batch, torch.stack(rows), torch.tensor(took), lr)
+        stacked = torch.stack(rows)
+        return self._metrics(batch, stacked, torch.tensor(took, device=stacked.device), lr)
 
     def _minibatch_step(self, batch: RolloutBatch, idx: torch.Tensor,
                         active: list[bool]) -> torch.Tensor:
         """One gradient step of every active seed on its rows `idx[k]`; `[S, len(_METRICS)]`."""
         cfg = self.cfg
-        seed_rows = torch.arange(idx.shape[0]).unsqueeze(1)
+        seed_rows = torch.arange(idx.shape[0], device=idx.device).unsqueeze(1)
         obs, actions = batch.obs[seed_rows, idx], batch.actions[seed_rows, idx]
         old_log_prob, old_values = batch.log_probs[seed_rows, idx], batch.values[seed_rows, idx]
         adv, returns = batch.advantages[seed_rows, idx], batch.returns[seed_rows, idx]
