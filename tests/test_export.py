@@ -3,6 +3,7 @@ normalization really folded in, a broken export detected, and one-line errors.""
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -267,3 +268,17 @@ def test_a_policy_trained_on_the_native_torch_env_exports_against_gymnasium(tmp_
                *COMMON], run_dir=run_dir)
     result = export_policy(run_dir, "torchscript", check_samples=100)
     assert result["ok"] and result["action_kind"] == "box" and result["action_shape"] == [1]
+
+
+def test_onnx_export_under_an_info_root_logger_prints_no_optimizer_passes(runs, tmp_path, caplog):
+    """After `rltrain.train()` the root logger is at INFO; onnxscript's and onnx_ir's graph
+    passes logged each pass there ("Removed 5 unused nodes"). They stay quiet, and their loggers'
+    levels are what they were after the export."""
+    pytest.importorskip("onnxscript")
+    caplog.set_level(logging.INFO)
+    before = {name: logging.getLogger(name).level for name in ("onnxscript", "onnx_ir")}
+    result = export_policy(runs["discrete"], "onnx", out=tmp_path / "p.onnx", check_samples=10)
+    assert result["ok"]
+    chatter = [r for r in caplog.records if r.name.split(".")[0] in ("onnxscript", "onnx_ir")]
+    assert not chatter, [r.getMessage() for r in chatter]
+    assert {name: logging.getLogger(name).level for name in before} == before

@@ -100,10 +100,14 @@ def read_metadata(fmt: str, path: Path) -> dict[str, Any]:
 def _write_onnx(module: nn.Module, example: tuple[torch.Tensor, ...], names: list[str],
                 path: Path) -> None:
     # torch 2.13's exporter logs a warning per torchvision op it cannot register and raises a
-    # FutureWarning from its own pytree code; neither concerns the user, so both stay quiet here.
-    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
-    level = registration.level
-    registration.setLevel(logging.ERROR)
+    # FutureWarning from its own pytree code; the graph optimizers of onnxscript and onnx_ir log
+    # each pass at INFO ("Removed 5 unused nodes"), which a process with an INFO root logger
+    # (after `rltrain.train()`) printed. None concerns the user: all stay quiet here.
+    quiet = {"torch.onnx._internal.exporter._registration": logging.ERROR,
+             "onnxscript": logging.WARNING, "onnx_ir": logging.WARNING}
+    levels = {name: logging.getLogger(name).level for name in quiet}
+    for name, level in quiet.items():
+        logging.getLogger(name).setLevel(level)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", r".*LeafSpec.*", FutureWarning)
@@ -119,7 +123,8 @@ def _write_onnx(module: nn.Module, example: tuple[torch.Tensor, ...], names: lis
                               dynamic_shapes=_dynamic_shapes(names, batch),
                               verbose=False)
     finally:
-        registration.setLevel(level)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _dynamic_shapes(names: list[str], batch: Any) -> tuple[Any, ...]:
