@@ -67,6 +67,7 @@ def train_single(algo: str, env: str, budget: int, seed: int, root: Path) -> tup
 
     started = time.perf_counter()
     result = Runner(_cfg(algo, env, budget, seed, 1, 1), root / f"single_{seed}").run()
+    _finished(result.get("stopped"), f"{algo} {env} seed {seed}")
     return time.perf_counter() - started, float(result["mean_reward"])
 
 
@@ -78,7 +79,15 @@ def train_batch(algo: str, env: str, budget: int, seeds: int, threads: int, root
     started = time.perf_counter()
     cfg = _cfg(algo, env, budget, first, seeds, threads)
     summary = SeedRunner(cfg, root / f"batch_{threads}").run()
+    _finished(summary.get("stopped"), f"{algo} {env} num_seeds={seeds}")
     return time.perf_counter() - started, {int(s): v for s, v in summary["final_eval"].items()}
+
+
+def _finished(stopped: object, what: str) -> None:
+    """A run stopped before its budget (a signal, a timeout's SIGTERM) has no time to report:
+    exit naming it rather than write its partial time as a result."""
+    if stopped:
+        raise SystemExit(f"seed_batch.py: {what} stopped early ({stopped}); no timing written")
 
 
 def speed(task: str, args: argparse.Namespace, root: Path) -> dict:

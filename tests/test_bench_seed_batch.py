@@ -77,3 +77,21 @@ def test_distribution_seeds_start_at_first_seed(monkeypatch, tmp_path):
     text = seed_batch.report({"date": "d", "seeds": 3, "cpu": "c", "tasks": {},
                               "distribution": dist}, tmp_path)
     assert "seeds 20-22 at 1,000 steps" in text
+
+
+def test_a_run_stopped_before_its_budget_writes_no_timing(tmp_path, monkeypatch):
+    """A SIGTERM (the benchmark's own timeout) stops a batch gracefully: its partial time must
+    not become a result row (on the GPU machine a SAC batch cut at 4,299 of 5,000 steps read
+    as 1.51x one seed)."""
+    from rltrain.seeds import runner as seed_runner
+
+    monkeypatch.setattr(seed_runner.SeedRunner, "run",
+                        lambda self: {"final_eval": {}, "stopped": {"7": "SIGTERM"}})
+    with pytest.raises(SystemExit, match="num_seeds=8 stopped early"):
+        seed_batch.train_batch("sac", "Pendulum-v1", 5000, 8, 1, tmp_path)
+    from rltrain.runner import runner as single
+
+    monkeypatch.setattr(single.Runner, "run", lambda self: {"mean_reward": -150.0,
+                                                            "stopped": "SIGTERM"})
+    with pytest.raises(SystemExit, match="seed 0 stopped early"):
+        seed_batch.train_single("sac", "Pendulum-v1", 5000, 0, tmp_path)
