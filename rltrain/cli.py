@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rltrain.distributed import SOLO, Solo, World, world_from_env
 from rltrain.envs.trust import NamedCode, named_code
 from rltrain.errors import TrainingError, UserError
-from rltrain.run_dir import RunDir, day_folder
+from rltrain.run_dir import RunDir
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -87,13 +87,13 @@ def train_command(argv: list[str]) -> None:
     from rltrain.run_target import (
         HYDRA_FLAGS,
         arg_value,
+        budget,
         check_writable,
+        claim_run_dir,
         is_multirun,
         resume_run_dir,
-        single_run_dir,
         with_saved_algo,
     )
-    from rltrain.runner.ownership import new_folders
     from rltrain.sweep import check_plugins
 
     argv = with_saved_algo(normalize_overrides(argv))  # resume=: the run's algo.* fields
@@ -118,30 +118,28 @@ def train_command(argv: list[str]) -> None:
     extra = resume_run_dir(argv)
     check_writable([*argv, *extra])
     given = arg_value([*argv, *extra], "hydra.run.dir")
-    # the folders this command creates, so that a run failing before its first step leaves
-    # none: Hydra's default outputs/<date>/<time> is created by single_run_dir, with its parents
-    parents = [] if given is not None else new_folders(Path("outputs") / day_folder())
-    target = single_run_dir([*argv, *extra])
+    target, created = claim_run_dir([*argv, *extra])
     if target is None:  # a multirun, --help, --cfg ...: each job's Runner guards its own folder
         sys.argv = [sys.argv[0], *argv, *extra]
         _train_task()
         return
-    created = new_folders(target) if given is not None else [target, *parents]
-    _train_single(target, created, [*argv, *extra], named_dir=given is not None)
+    argv = [*argv, *extra, *([] if given is not None else [f"hydra.run.dir={target}"])]
+    sys.argv = [sys.argv[0], *argv]
+    _train_in(target, created, arg_value(argv, "resume"), budget(argv))
 
 
-def _train_single(target: Path, created: list[Path], argv: list[str], named_dir: bool) -> None:
-    """One run into `target`, locked before Hydra writes `.hydra/` there. A run that fails
-    before its first step leaves none of `created` (the folders this command made): only
-    Hydra's record and the log of a failure already on the console would be in them."""
-    from rltrain.run_target import arg_value, budget
+def _train_in(target: Path, created: list[Path], resume: str | None,
+              total_timesteps: float | None) -> None:
+    """The training task (`sys.argv`) into `target`, locked before Hydra writes `.hydra/`
+    there and checked (`check_target`). A run that fails before its first step leaves none of
+    `created` (the folders this command made): only Hydra's record and the log of a failure
+    already on the console would be in them."""
     from rltrain.runner.ownership import check_target, clear_failed_start, remove_empty, run_lock
 
     cleared = False
     try:
         with run_lock(target):
-            check_target(target, arg_value(argv, "resume"), budget(argv))
-            sys.argv = [sys.argv[0], *argv, *([] if named_dir else [f"hydra.run.dir={target}"])]
+            check_target(target, resume, total_timesteps)
             try:
                 _train_task()
             except BaseException:
@@ -153,21 +151,19 @@ def _train_single(target: Path, created: list[Path], argv: list[str], named_dir:
 
 
 def _train_ranks(argv: list[str], world: World) -> None:
-    """One rank of a torchrun job (see `rltrain/torchrun.py`): rank 0 guards the run folder."""
+    """One rank of a torchrun job (see `rltrain/torchrun.py`): rank 0 guards the run folder,
+    and removes the folders it created when the job fails before its first step."""
     global _COLLECTIVE
     from rltrain.run_target import arg_value, budget
-    from rltrain.runner.ownership import check_target, run_lock
     from rltrain.torchrun import prepare
 
-    hydra_args, _COLLECTIVE, target = prepare(argv, world)
+    hydra_args, _COLLECTIVE, target, created = prepare(argv, world)
     sys.argv = [sys.argv[0], *hydra_args]
     try:
         if target is None:
             _train_task()
         else:
-            with run_lock(target):
-                check_target(target, arg_value(hydra_args, "resume"), budget(argv))
-                _train_task()
+            _train_in(target, created, arg_value(hydra_args, "resume"), budget(argv))
     except BaseException:  # this rank failed (fail() exits too): leave without waiting
         _COLLECTIVE.abort()
         raise

@@ -162,9 +162,14 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     """Rebuild the agent from a checkpoint alone and evaluate it; writes `eval/results.json`.
 
     `video=True` also writes MP4s of the first `video_episodes` evaluated episodes (None: all)
-    to `eval/videos/`; their paths are in `result["videos"]`. `named` is the user code named on
-    the command line (see `envs/trust.py`): a checkpoint whose env needs other code is refused.
+    to `eval/videos/`; their paths are in `result["videos"]`. `write=False` writes nothing into
+    the run folder, so it does not combine with `video=True` (the videos would replace those
+    the folder's `eval/results.json` names). `named` is the user code named on the command line
+    (see `envs/trust.py`): a checkpoint whose env needs other code is refused.
     """
+    if video and not write:
+        raise UserError("evaluate(video=True, write=False): videos are written to the run's "
+                        "eval/videos/ beside eval/results.json; pass write=True, or video=False")
     if video:
         from rltrain.video import require_av
 
@@ -229,7 +234,7 @@ def load_checkpoint(ckpt: str | Path, device: str = "cpu", named: NamedCode | No
     path = checkpoint.resolve(ckpt)
     payload = checkpoint.load(path, map_location=device, require=EVAL)
     cfg = to_train_config(payload["config"])
-    require_named(cfg.env, named or NamedCode(), str(path))
+    require_named(cfg.env, named, str(path))
     return path, payload, cfg
 
 

@@ -62,6 +62,22 @@ def single_run_dir(argv: list[str]) -> Path | None:
     return claim_default_run_dir()
 
 
+def claim_run_dir(argv: list[str]) -> tuple[Path | None, list[Path]]:
+    """(`single_run_dir(argv)`, the folders claiming it created: the run folder and those of its
+    parents that did not exist, innermost first), so that a run failing before its first step
+    can leave none of them (`runner.ownership.clear_failed_start`). ([]: nothing to remove.)"""
+    from rltrain.run_dir import day_folder
+    from rltrain.runner.ownership import new_folders
+
+    given = arg_value(argv, "hydra.run.dir")
+    # Hydra's default outputs/<date>/<time> is created by single_run_dir, with its parents
+    parents = [] if given is not None else new_folders(Path("outputs") / day_folder())
+    target = single_run_dir(argv)
+    if target is None:
+        return None, []
+    return target, (new_folders(target) if given is not None else [target, *parents])
+
+
 MIN_FREE_BYTES = 1 << 20
 """A run starts only with this much free space: Hydra's own first writes (.hydra/) would
 otherwise fail with its traceback. Later shortages are caught by the Runner (one line)."""

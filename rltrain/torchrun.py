@@ -27,9 +27,10 @@ QUIET = ["hydra.output_subdir=null", "hydra/job_logging=none", "hydra/hydra_logg
 """What ranks other than 0 add: Hydra writes nothing for them."""
 
 
-def prepare(argv: list[str], world: World) -> tuple[list[str], Solo, Path | None]:
+def prepare(argv: list[str], world: World,
+            ) -> tuple[list[str], Solo, Path | None, list[Path]]:
     """(this rank's Hydra arguments, the job's collectives, the run folder for rank 0 to lock
-    and check; None on the other ranks)."""
+    and check, None on the other ranks; the folders rank 0 created for it)."""
     from rltrain.compose import compose_train_config
     from rltrain.registry import get_algo_spec
     from rltrain.run_target import arg_value
@@ -48,9 +49,10 @@ def prepare(argv: list[str], world: World) -> tuple[list[str], Solo, Path | None
 
     collective = join(world, device)
     quiet_other_ranks(world)
+    created: list[Path] = []
     if world.is_main:
         try:
-            argv, extra, target = _pick_run_dir(argv)
+            argv, extra, target, created = _pick_run_dir(argv)
         except (UserError, TrainingError) as exc:  # every rank stops, rank 0 says why
             collective.broadcast(("error", EXIT_CODES[type(exc)]))
             raise
@@ -64,28 +66,29 @@ def prepare(argv: list[str], world: World) -> tuple[list[str], Solo, Path | None
     given = arg_value([*argv, *extra], "hydra.run.dir") is not None
     hydra_args = [*argv, *extra, *([] if given else [f"hydra.run.dir={target}"])]
     if not world.is_main:
-        return [*hydra_args, *QUIET], collective, None
-    return hydra_args, collective, Path(target)
+        return [*hydra_args, *QUIET], collective, None, []
+    return hydra_args, collective, Path(target), created
 
 
 EXIT_CODES = {UserError: 2, TrainingError: 1}
 
 
-def _pick_run_dir(argv: list[str]) -> tuple[list[str], list[str], Path]:
+def _pick_run_dir(argv: list[str]) -> tuple[list[str], list[str], Path, list[Path]]:
     """Rank 0: (the arguments, with those a restart adds; what `resume=` adds; the run folder,
-    checked the way a plain run's is, so a refusal comes before anything runs)."""
-    from rltrain.run_target import arg_value, budget, resume_run_dir, single_run_dir
+    checked the way a plain run's is, so a refusal comes before anything runs; the folders
+    claiming it created)."""
+    from rltrain.run_target import arg_value, budget, claim_run_dir, resume_run_dir
     from rltrain.runner.ownership import check_target
 
     argv = restarted(argv)
     extra = resume_run_dir(argv)
-    target = single_run_dir([*argv, *extra])
+    target, created = claim_run_dir([*argv, *extra])
     if target is None:
         raise UserError("torchrun needs one run folder: give hydra.run.dir=<folder> "
                         "without ${...} interpolations, or leave it to rltrain")
     check_target(target, arg_value(argv, "resume"), budget(argv))
     note_run_dir(argv, target)
-    return argv, extra, target
+    return argv, extra, target, created
 
 
 def quiet_other_ranks(world: World) -> None:

@@ -191,6 +191,15 @@ def test_video_episodes_must_be_positive(tmp_path):
         evaluate(tmp_path / "missing.pt", video=True, video_episodes=0)
 
 
+def test_video_without_writing_is_refused_before_anything_runs(tmp_path):
+    """write=False writes nothing into the run folder; its videos would have replaced the ones
+    the folder's eval/results.json names (they did, until 2026-11-26)."""
+    run = tmp_path / "run"
+    with pytest.raises(UserError, match=r"video=True, write=False.*pass write=True, or video=False"):
+        evaluate(run / "checkpoints" / "final.pt", video=True, write=False)
+    assert not run.exists()
+
+
 def test_an_env_that_cannot_render_is_a_user_error(tmp_path, counter_env_id):
     with pytest.raises(UserError, match="cannot render RGB frames"):
         make_recording_env(EnvConfig(id=counter_env_id), "cpu", [1], tmp_path, [])

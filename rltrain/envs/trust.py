@@ -74,12 +74,14 @@ def named_code(overrides: Iterable[str]) -> NamedCode:
     return NamedCode(frozenset(modules), env_id)
 
 
-def require_named(env: Any, named: NamedCode, source: str) -> None:
+def require_named(env: Any, named: NamedCode | None, source: str) -> None:
     """Refuse (one line) to build the env of `source` unless the user named all of its code.
 
     `env` is the config read from `source` (a checkpoint); `named` is what this command's line
-    names. Also refuses names that do not match what `source` recorded.
+    names, or None for a Python caller that named nothing (the hint then shows `named=`).
+    Also refuses names that do not match what `source` recorded.
     """
+    from_python, named = named is None, named or NamedCode()
     needed = {m: f for m, f in code_modules(env).items() if m not in BUILTIN_MODULES}
     recorded_id = env.get("id") if isinstance(env, dict) else getattr(env, "id", None)
     if named.env_id is not None and named.env_id != recorded_id:
@@ -93,9 +95,11 @@ def require_named(env: Any, named: NamedCode, source: str) -> None:
     missing = [m for m in needed if m not in named.modules]
     if missing:
         what = "; ".join(needed[m] for m in missing)
-        add = import_override(missing)
+        add = (f"pass named=NamedCode(modules=frozenset({set(missing)!r})) "
+               "(rltrain.envs.trust) to this call" if from_python else
+               f"add {import_override(missing)} to this command")
         raise UserError(f"{source} names code to run ({what}); rltrain never imports code named "
-                        f"in a file: if you trust it, add {add} to this command")
+                        f"in a file: if you trust it, {add}")
 
 
 def import_override(modules: list[str]) -> str:

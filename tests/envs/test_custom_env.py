@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,8 +69,11 @@ def test_cli_trains_a_registered_env_of_ones_own_module_with_wrappers(cli_run):
     assert payload["counters"]["global_step"] == 256
     # TimeAwareObservation: the policy sees [position, 1, time] -> a first layer of width 3
     assert any(tuple(t.shape) == (16, 3) for t in payload["algo"]["policy"].values())
-    with pytest.raises(UserError, match=f"add env.import={MODULE} to this command"):
-        evaluate(run_dir, episodes=4, write=False)  # the checkpoint names code: not imported
+    # the checkpoint names code: not imported; from Python the hint is Python's (named=)
+    hint = re.escape(f"pass named=NamedCode(modules=frozenset({{'{MODULE}'}})) "
+                     "(rltrain.envs.trust) to this call")
+    with pytest.raises(UserError, match=hint):
+        evaluate(run_dir, episodes=4, write=False)
     # rebuilt from the checkpoint's config, once the user names the module again
     result = evaluate(run_dir, episodes=4, write=False, named=NamedCode(frozenset({MODULE})))
     for ret, length in zip(result["returns"], result["lengths"], strict=True):
