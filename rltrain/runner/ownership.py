@@ -150,7 +150,11 @@ def run_lock(run_dir: Path) -> Iterator[None]:
 def _acquire(path: Path) -> int:
     """Open, flock and stamp the lock file; refuse when a live process holds it."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # a failed start's `remove_empty` took the folder just after
+            path.parent.mkdir(parents=True, exist_ok=True)  # `run_lock` made it: make it again
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -269,6 +269,27 @@ def test_a_folder_that_existed_is_never_removed_by_a_failed_start(tmp_path, monk
     assert (tmp_path / "run" / "train.log").is_file()  # not this command's folder: left as is
 
 
+def test_a_lock_taken_as_a_failed_start_removes_the_folder_is_still_taken(tmp_path, monkeypatch):
+    """Two commands into one folder: the first fails before its first step and removes the
+    folder it created (after releasing its lock) just as the second's `run_lock` made it and
+    opens the lock file there. The second makes the folder again, instead of a traceback."""
+    from rltrain.runner import ownership
+
+    run = tmp_path / "a" / "run"
+    made = Path.mkdir
+
+    def mkdir_then_removed(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        if self == run and not hasattr(mkdir_then_removed, "done"):
+            mkdir_then_removed.done = True
+            ownership.remove_empty([run, run.parent])  # the other command's cleanup, in between
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_then_removed)
+    with ownership.run_lock(run):
+        assert (run / ".lock").is_file()
+    assert mkdir_then_removed.done
+
+
 def test_a_run_that_started_keeps_its_folder_and_log_however_it_ends(tmp_path, monkeypatch,
                                                                       capfd):
     """No checkpoint, no metrics (no logger, no CSV) and an env fault at step 20: the folder
