@@ -229,12 +229,14 @@ def load_checkpoint(ckpt: str | Path, device: str = "cpu", named: NamedCode | No
     Refuses a checkpoint whose env names code (a module) that `named` does not name.
     """
     from rltrain.config_checks import to_train_config
+    from rltrain.envs.atari import check_frame_layout
     from rltrain.payload import EVAL
 
     path = checkpoint.resolve(ckpt)
     payload = checkpoint.load(path, map_location=device, require=EVAL)
     cfg = to_train_config(payload["config"])
     require_named(cfg.env, named, str(path))
+    check_frame_layout(cfg.env, cfg.algo.net.encoder, payload["algo"], str(path))
     return path, payload, cfg
 
 

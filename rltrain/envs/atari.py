@@ -32,6 +32,30 @@ def preprocessing(cfg: EnvConfig) -> bool:
     return cfg.backend == "gymnasium" and atari_preprocess(cfg, family_of(cfg.id))
 
 
+def check_frame_layout(cfg: EnvConfig, encoder: str, algo_state: dict[str, Any],
+                       source: str) -> None:
+    """Refuse (one line) a checkpoint of `env.atari.frame_stack=0` written before 2026-11-26,
+    when that setting gave bare `[84, 84]` frames to a network without the CNN: this version
+    gives `[1, 84, 84]` frames to the Nature CNN (`encoder` auto or cnn), so the stored weights
+    (no convolution among them) cannot be read, and the replay and loop hold other shapes."""
+    if not (preprocessing(cfg) and cfg.atari.frame_stack == 0 and encoder in ("auto", "cnn")):
+        return
+    if _holds_key(algo_state, "convs"):
+        return
+    raise UserError(f"{source} was written before 2026-11-26, when env.atari.frame_stack=0 gave "
+                    "bare [84, 84] frames to a network without the CNN; it now gives [1, 84, 84] "
+                    "frames to the Nature CNN, so these weights cannot be read: train it again")
+
+
+def _holds_key(state: Any, part: str) -> bool:
+    """Whether a nested dict/list of state dicts has a key with `part` among its dotted parts."""
+    if isinstance(state, dict):
+        return any(part in str(k).split(".") or _holds_key(v, part) for k, v in state.items())
+    if isinstance(state, list):
+        return any(_holds_key(v, part) for v in state)
+    return False
+
+
 def check_atari_env(cfg: EnvConfig) -> None:
     """One-line `UserError`s for settings the preprocessing cannot honour (no env is built)."""
     on = atari_preprocess(cfg, family_of(cfg.id))

@@ -102,11 +102,13 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
     """Put a freshly built run (`ctx`, `schedule`, `ctx.replay`) back into the state stored in
     `payload` (checked first: a missing or mistyped field is a one-line `UserError`, before
     anything is changed)."""
+    from rltrain.envs.atari import check_frame_layout
     from rltrain.evaluation import load_algo
     from rltrain.payload import RESUME, check_fits, check_payload
 
     where = cfg.resume if cfg.resume not in (None, "", "auto") else "the checkpoint to resume"
     check_payload(payload, where, RESUME)
+    check_frame_layout(cfg.env, cfg.algo.net.encoder, payload["algo"], where)
     world = ctx.collective.world
     payload = for_rank(payload, world.rank, world.size, where)
     if world.rank > 0:  # this rank's own parts, checked as closely as rank 0's

@@ -185,6 +185,37 @@ def test_a_single_frame_gets_the_cnn_and_is_stored_once_in_replay():
     single.close()
 
 
+def test_a_frame_stack_zero_checkpoint_of_the_old_layout_is_refused_naming_why(tmp_path,
+                                                                              monkeypatch, capfd):
+    """Checkpoints of frame_stack=0 runs written before the CNN change hold a network without
+    convolutions: eval, export and resume said "network weights do not match the stored
+    config" or "loop.obs has shape [8, 84, 84], expected [8, 1, 84, 84]". Here a new run's
+    checkpoint is made to look old (its convolution keys renamed) and each command is tried."""
+    from rltrain import checkpoint
+    from rltrain.api import train
+    from tests.e2e.harness import EXIT_USAGE, assert_refused, run_cli
+
+    run = tmp_path / "run"
+    train(["algo=ppo", "env.id=ALE/Breakout-v5", "tuned=ppo_atari", "env.atari.frame_stack=0",
+           "algo.n_steps=8", "algo.batch_size=16", "total_timesteps=16", "env.num_envs=2",
+           "eval.freq=0", "eval.episodes=1", "eval.num_envs=1", "logger=none", "progress=off",
+           "net.cnn_channels=[4,8,8]", "net.cnn_features=16"], run_dir=run)
+
+    def renamed(state):
+        if isinstance(state, dict):
+            return {str(k).replace("convs", "layers"): renamed(v) for k, v in state.items()}
+        return state
+
+    for name in ("final.pt", "latest.pt"):
+        path = run / "checkpoints" / name
+        payload = checkpoint.load(path)
+        checkpoint.save({**payload, "algo": renamed(payload["algo"])}, path)
+    why = "was written before 2026-11-26, when env.atari.frame_stack=0 gave bare [84, 84]"
+    for argv in (["eval", f"ckpt={run}", "episodes=1"], ["export", f"ckpt={run}"],
+                 [f"resume={run}", "total_timesteps=64"]):
+        assert_refused(run_cli(argv, tmp_path, monkeypatch, capfd), EXIT_USAGE, why)
+
+
 def test_life_loss_ends_training_episodes_only_and_statistics_count_the_whole_game():
     train, evaluate = make_env(atari("Breakout")), make_env(atari("Breakout"), training=False)
     assert train.reset(1).equal(evaluate.reset(1))
