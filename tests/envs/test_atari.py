@@ -327,7 +327,7 @@ def test_a_short_ppo_run_on_pong_builds_steps_and_evaluates(tmp_path):
     from rltrain.video import count_frames, read_frame
 
     # video: the base env's RGB render of each preprocessed step, episode return unclipped
-    out = evaluate(tmp_path / "run", episodes=1, num_envs=1, video=True, write=False)
+    out = evaluate(tmp_path / "run", episodes=1, num_envs=1, video=True)
     assert len(out["videos"]) == 1 and count_frames(out["videos"][0]) == 21  # 20 steps + reset
     assert read_frame(out["videos"][0]).shape == (210, 160, 3)
 
