@@ -149,8 +149,6 @@ class GymVecEnv:
     def _final_arrays(self, arrays: list[np.ndarray], info: dict[str, Any]) -> list[np.ndarray]:
         """The entries' arrays with each ended row's true last observation in place of its
         reset observation (SAME_STEP autoreset keeps those in `info["final_obs"]`)."""
-        if "final_obs" not in info:
-            return arrays
         out = [np.array(a, copy=True) for a in arrays]
         for i in np.flatnonzero(info["_final_obs"]):
             for leaf, a in zip(self._leaves, out, strict=True):
@@ -216,12 +214,15 @@ class GymVecEnv:
             }
             self._ep_return[done] = 0.0
             self._ep_length[done] = 0
+        obs = self._obs(arrays)
         return StepResult(
-            obs=self._obs(arrays),
+            obs=obs,
             reward=array_tensor(reward, np.float32, self.device),
             terminated=array_tensor(terminated, np.bool_, self.device),
             truncated=array_tensor(truncated & ~terminated, np.bool_, self.device),
-            final_obs=self._obs(self._final_arrays(arrays, info)),
+            # no row ended: the same tensor (on a GPU one copy to the device fewer a step; on
+            # the CPU both already shared the env's arrays)
+            final_obs=obs if "final_obs" not in info else self._obs(self._final_arrays(arrays, info)),
             info=out_info,
         )
 

@@ -33,11 +33,13 @@ def test_ended_rows_report_true_final_obs_reset_obs_and_end_flags(counter_env_id
 
         res = env.step(torch.tensor([0, 0]))
         assert col(res.obs) == col(res.final_obs) == [1.0, 1.0]
+        assert res.final_obs is res.obs  # no row ended: one tensor (one copy to a GPU, not two)
         assert res.reward.tolist() == [1.0, 1.0]
         assert not res.terminated.any() and not res.truncated.any()
         assert "episode" not in res.info
 
         res = env.step(torch.tensor([1, 0]))  # row 0 terminates at k=2
+        assert res.final_obs is not res.obs
         assert col(res.final_obs) == [2.0, 2.0]  # row 0: its true last observation
         assert col(res.obs) == [0.0, 2.0]  # row 0: already the reset observation
         assert res.terminated.tolist() == [True, False]
