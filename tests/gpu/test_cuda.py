@@ -281,3 +281,36 @@ def test_torchrun_with_device_cuda_trains_over_nccl(tmp_path):
     saved = checkpoint.load(tmp_path / "run" / "checkpoints" / "final.pt")
     assert saved["counters"]["global_step"] >= 256
     assert all(t.device.type == "cpu" for t in saved["algo"]["policy"].values())
+
+
+@pytest.mark.parametrize("kl_stop", [False, True], ids=["fused", "foreach"])
+def test_seed_adam_on_the_device_is_each_seeds_own_adam(kl_stop):
+    """The batch's Adam over stacked parameters on the device, against each seed's fused torch
+    Adam there, within rounding (the CPU's vectorized kernel rounds a seed's slice of a stacked
+    tensor differently in the last bit): while every seed steps (the fused kernel on both
+    sides), and when seed 1 sits out two steps (a KL stop: the foreach path, whose step sizes
+    are computed on the CPU and must reach the device; Linear weights laid out as `Stacked`
+    lays them out)."""
+    from rltrain.seeds.optim import SeedAdam
+    from tests.seeds.test_optim import _nets, _stacked
+
+    nets = [net.to(DEVICE) for net in _nets(3)]
+    opts = [torch.optim.Adam(n.parameters(), lr=1e-2, eps=1e-5, fused=True) for n in nets]
+    stacked = _stacked(nets, transposed=kl_stop)
+    seed_adam = SeedAdam(stacked, opts)
+    gen = torch.Generator().manual_seed(1)
+    for step in range(5):
+        active = [True, not (kl_stop and step in (2, 3)), True]
+        grads = [torch.randn(p.shape, generator=gen).to(DEVICE) for p in stacked]
+        for p, g in zip(stacked, grads, strict=True):
+            p.grad = g.clone()
+        seed_adam.step(active)
+        for k, (net, opt) in enumerate(zip(nets, opts, strict=True)):
+            if active[k]:
+                for p, g in zip(net.parameters(), grads, strict=True):
+                    p.grad = g[k].contiguous().clone()
+                opt.step()
+    for k, net in enumerate(nets):
+        for p, s in zip(net.parameters(), stacked, strict=True):
+            torch.testing.assert_close(s[k].detach(), p.detach(), rtol=1e-5, atol=1e-6)
+    assert seed_adam.steps.tolist() == ([5.0, 3.0, 5.0] if kl_stop else [5.0] * 3)
