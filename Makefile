@@ -34,7 +34,8 @@ test: install           ## the CI suite (slow learning checks excluded)
 	$(BIN)/python -m pytest -m "not slow" -q -n $(WORKERS) --dist loadfile $(ARGS)
 
 # On a machine with a CUDA GPU (CI has none: there these tests skip): every algorithm, resume
-# across devices, seed batches, native torch envs, uint8 pixels, Atari replay, torchrun over NCCL.
+# across devices, seed batches, native torch envs, uint8 pixels, Atari replay; torchrun over NCCL
+# on a machine with two GPUs.
 test-gpu: install       ## the CUDA paths (tests/gpu, marker `gpu`) on a machine with a CUDA GPU
 	$(BIN)/python -m pytest -m gpu -q tests/gpu $(ARGS)
 

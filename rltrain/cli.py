@@ -92,6 +92,7 @@ def train_command(argv: list[str]) -> None:
         claim_run_dir,
         is_multirun,
         resume_run_dir,
+        with_run_dir,
         with_saved_algo,
     )
     from rltrain.sweep import check_plugins
@@ -117,13 +118,12 @@ def train_command(argv: list[str]) -> None:
             check_sweep(argv)  # the other values of its sweeps, before the first job runs
     extra = resume_run_dir(argv)
     check_writable([*argv, *extra])
-    given = arg_value([*argv, *extra], "hydra.run.dir")
     target, created = claim_run_dir([*argv, *extra])
     if target is None:  # a multirun, --help, --cfg ...: each job's Runner guards its own folder
         sys.argv = [sys.argv[0], *argv, *extra]
         _train_task()
         return
-    argv = [*argv, *extra, *([] if given is not None else [f"hydra.run.dir={target}"])]
+    argv = with_run_dir([*argv, *extra], target)
     sys.argv = [sys.argv[0], *argv]
     _train_in(target, created, arg_value(argv, "resume"), budget(argv))
 

@@ -113,6 +113,10 @@ def _check_seed_batch(cfg: TrainConfig) -> None:
     if isinstance(cfg.algo, OffPolicyConfig) and getattr(cfg.algo, "use_sde", False):
         raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch does not run gSDE for "
                         f"{cfg.algo.name.upper()} yet; drop algo.use_sde, or use num_seeds=1")
+    if cfg.device.startswith("mps"):  # each seed's random stream is a CPU or CUDA generator
+        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs on cpu or cuda, not "
+                        f"device={cfg.device}; use device=cpu, or seeds_per_trial="
+                        f"{cfg.num_seeds} to train the seeds in turn on {cfg.device}")
 
 
 def _check_run(cfg: TrainConfig, here: bool) -> None:

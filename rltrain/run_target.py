@@ -78,6 +78,12 @@ def claim_run_dir(argv: list[str]) -> tuple[Path | None, list[Path]]:
     return target, (new_folders(target) if given is not None else [target, *parents])
 
 
+def with_run_dir(argv: list[str], target: Path | str) -> list[str]:
+    """`argv` with `hydra.run.dir=<target>` (the folder claimed for it) unless it names one."""
+    return argv if arg_value(argv, "hydra.run.dir") is not None else [
+        *argv, f"hydra.run.dir={target}"]
+
+
 MIN_FREE_BYTES = 1 << 20
 """A run starts only with this much free space: Hydra's own first writes (.hydra/) would
 otherwise fail with its traceback. Later shortages are caught by the Runner (one line)."""

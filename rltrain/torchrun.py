@@ -33,7 +33,7 @@ def prepare(argv: list[str], world: World,
     and check, None on the other ranks; the folders rank 0 created for it)."""
     from rltrain.compose import compose_train_config
     from rltrain.registry import get_algo_spec
-    from rltrain.run_target import arg_value
+    from rltrain.run_target import with_run_dir
     from rltrain.runner.setup import check_data_parallel, resolve_device
 
     if any(a in ("-m", "--multirun") for a in argv):
@@ -63,8 +63,7 @@ def prepare(argv: list[str], world: World,
             collective.abort()
             sys.exit(sent[1])
     argv, extra, target = sent[1]
-    given = arg_value([*argv, *extra], "hydra.run.dir") is not None
-    hydra_args = [*argv, *extra, *([] if given else [f"hydra.run.dir={target}"])]
+    hydra_args = with_run_dir([*argv, *extra], target)
     if not world.is_main:
         return [*hydra_args, *QUIET], collective, None, []
     return hydra_args, collective, Path(target), created

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from rltrain.config import EnvConfig
+from rltrain.errors import UserError
 from rltrain.types import StepResult
 
 
@@ -136,6 +137,11 @@ def wrap_atari_vec(env, cfg: EnvConfig, training: bool):
     """`env` (a `GymVecEnv` of `AtariFrames` envs) with the vector-level wrappers `cfg.atari`
     asks for (`preprocessing_line` says which parts are on)."""
     a = cfg.atari
+    shape = list(env.spec.obs_shape)
+    if len(shape) not in (2, 3):  # env.wrappers reshaped the frames (FlattenObservation ...)
+        raise UserError(f"{cfg.id}: the Atari preprocessing stacks image frames ([H, W] or "
+                        f"[H, W, C]) but env.wrappers made the observation {shape}: drop that "
+                        f"wrapper, or set env.atari.preprocess=false")
     # frame_stack 0 or 1: the frame alone, still channels first ([1, 84, 84]), so that it gets
     # the CNN and the replay stores it once (a bare [84, 84] frame got a linear layer)
     env = FrameStack(env, max(1, a.frame_stack))

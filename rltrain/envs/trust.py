@@ -78,10 +78,11 @@ def require_named(env: Any, named: NamedCode | None, source: str) -> None:
     """Refuse (one line) to build the env of `source` unless the user named all of its code.
 
     `env` is the config read from `source` (a checkpoint); `named` is what this command's line
-    names, or None for a Python caller that named nothing (the hint then shows `named=`).
-    Also refuses names that do not match what `source` recorded.
+    names (or a Python caller's `named=`; None: nothing). Also refuses names that do not match
+    what `source` recorded. The refusal gives both forms of the fix: `env.import=` for the
+    command line, `named=NamedCode(...)` for `evaluate` and `export_policy` in Python.
     """
-    from_python, named = named is None, named or NamedCode()
+    named = named or NamedCode()
     needed = {m: f for m, f in code_modules(env).items() if m not in BUILTIN_MODULES}
     recorded_id = env.get("id") if isinstance(env, dict) else getattr(env, "id", None)
     if named.env_id is not None and named.env_id != recorded_id:
@@ -95,11 +96,11 @@ def require_named(env: Any, named: NamedCode | None, source: str) -> None:
     missing = [m for m in needed if m not in named.modules]
     if missing:
         what = "; ".join(needed[m] for m in missing)
-        add = (f"pass named=NamedCode(modules=frozenset({set(missing)!r})) "
-               "(rltrain.envs.trust) to this call" if from_python else
-               f"add {import_override(missing)} to this command")
+        modules = ", ".join(repr(m) for m in sorted(needed))
         raise UserError(f"{source} names code to run ({what}); rltrain never imports code named "
-                        f"in a file: if you trust it, {add}")
+                        f"in a file: if you trust it, add {import_override(missing)} to this "
+                        f"command (from Python: named=NamedCode(modules=frozenset({{{modules}}}))"
+                        ", rltrain.envs.trust)")
 
 
 def import_override(modules: list[str]) -> str:

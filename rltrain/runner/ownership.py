@@ -147,14 +147,26 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             _release(path, fd)
 
 
+def _open_lock(path: Path, tries: int = 3) -> int:
+    """Open (create) the lock file. A failed start's `remove_empty` may take the run folder
+    between `run_lock`'s mkdir and this open: the folder is then made again (a few times at
+    most); any other failure (a dangling `.lock` link) is one line."""
+    for _ in range(tries):
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError as exc:
+            if path.parent.is_dir():  # not the folder: the lock path itself cannot be made
+                raise UserError(f"cannot open the lock file {path}: {exc.strerror}; remove it "
+                                "if no run uses this folder") from exc
+            with contextlib.suppress(FileNotFoundError):  # a parent went too: next try
+                path.parent.mkdir(parents=True, exist_ok=True)
+    raise UserError(f"cannot open the lock file {path}: its folder keeps disappearing")
+
+
 def _acquire(path: Path) -> int:
     """Open, flock and stamp the lock file; refuse when a live process holds it."""
     while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:  # a failed start's `remove_empty` took the folder just after
-            path.parent.mkdir(parents=True, exist_ok=True)  # `run_lock` made it: make it again
-            continue
+        fd = _open_lock(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -101,9 +101,20 @@ class SeedAdam(_SeedOptimizer):
 
     @torch.no_grad()
     def step(self, active: list[bool]) -> None:
-        """One Adam step of every `active` seed at `self.lr`."""
-        if all(active) and bool((self.steps == self.steps[0]).all()) and self._fused():
+        """One Adam step of every `active` seed at `self.lr`: torch's fused Adam kernel, what each
+        seed's single run steps with (`FusedAdam`), over the stacked tensors while every seed is
+        in step (one step count), else over the active seeds' own slices with their own step
+        counts (a KL stop left a seed behind). The foreach path runs where this torch build
+        has no fused kernel (torch < 2.4 on the CPU)."""
+        in_step = all(active) and bool((self.steps == self.steps[0]).all())
+        seeds = None if in_step else [k for k, on in enumerate(active) if on]
+        if seeds == [] or self._fused(seeds):
             return
+        self._foreach(active)
+
+    def _foreach(self, active: list[bool]) -> None:
+        """Adam's arithmetic as foreach calls over the stacked tensors, with per-seed step sizes;
+        a seed not `active` keeps its parameters and moments."""
         on = torch.tensor(active)
         frozen = [k for k, a in enumerate(active) if not a]
         kept = [(p[frozen].clone(), m[frozen].clone(), v[frozen].clone())
@@ -137,14 +148,15 @@ class SeedAdam(_SeedOptimizer):
         return (params, [p.grad for p in params], [self.exp_avg[i] for i in live],
                 [self.exp_avg_sq[i] for i in live])
 
-    def _fused(self) -> bool:
-        """Every seed at one step count: torch's fused Adam kernel (what each seed's single run
-        steps with, on the CPU or a GPU) over the stacked tensors, one pass instead of eight.
+    def _fused(self, seeds: list[int] | None) -> bool:
+        """torch's fused Adam kernel over the stacked tensors with one step count (`seeds`
+        None: every seed in step), or over the slices of `seeds` with each seed's own count.
         False where this torch build has no such kernel (then the foreach path runs)."""
         live = self._live()
-        params = live[0]
-        if not params or not hasattr(torch, "_fused_adam_"):
+        if not live[0] or not hasattr(torch, "_fused_adam_"):
             return False
+        if seeds is not None:  # per seed: [p[k] for each seed k, for each parameter p]
+            live = tuple([t[k] for k in seeds for t in tensors] for tensors in live)
         # the kernel copies a strided tensor to a contiguous one (and back): hand it the
         # contiguous view of each transposed Linear weight (`stacked.stack_seeds`) instead. Adam
         # is elementwise, so that is the same step where a parameter, its gradient and its
@@ -156,15 +168,24 @@ class SeedAdam(_SeedOptimizer):
         if any(v is None for tensors in views for v in tensors):
             return False
         params, grads, ms, vs = views
-        # the kernel reads the incremented step, on the parameters' device (as FusedAdam keeps it)
-        step = torch.tensor(float(self.steps[0]) + 1.0, device=params[0].device)
+        device = params[0].device
+        # the kernel reads the incremented step, on the parameters' device (as FusedAdam keeps
+        # it): one for all when in step, else each seed's own for each of its tensors
+        counts = [float(self.steps[0])] if seeds is None else [float(self.steps[k]) for k in seeds]
+        per_count = len(params) // len(counts)
+        steps = [step for c in counts
+                 for step in [torch.tensor(c + 1.0, device=device)] * per_count]
         beta1, beta2 = self.betas
         try:
-            torch._fused_adam_(params, grads, ms, vs, [], [step] * len(params), amsgrad=False, lr=self.lr, beta1=beta1,
-                               beta2=beta2, weight_decay=0.0, eps=self.eps, maximize=False)
+            torch._fused_adam_(params, grads, ms, vs, [], steps, amsgrad=False, lr=self.lr,
+                               beta1=beta1, beta2=beta2, weight_decay=0.0, eps=self.eps,
+                               maximize=False)
         except (RuntimeError, NotImplementedError):  # no fused kernel here
             return False
-        self.steps += 1
+        if seeds is None:
+            self.steps += 1
+        else:
+            self.steps[seeds] += 1
         return True
 
 

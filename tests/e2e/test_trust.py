@@ -290,6 +290,20 @@ def test_a_lock_taken_as_a_failed_start_removes_the_folder_is_still_taken(tmp_pa
     assert mkdir_then_removed.done
 
 
+def test_a_dangling_lock_link_is_one_line_not_a_hang(tmp_path):
+    """`.lock` a link to a path that cannot exist: the retry for a vanished folder must not
+    spin (the folder is there), and the refusal names the file."""
+    from rltrain.errors import UserError
+    from rltrain.runner import ownership
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").symlink_to(tmp_path / "no_such_dir" / "lockfile")
+    with pytest.raises(UserError, match=r"cannot open the lock file .*run/\.lock"):
+        with ownership.run_lock(run):
+            pass
+
+
 def test_a_run_that_started_keeps_its_folder_and_log_however_it_ends(tmp_path, monkeypatch,
                                                                       capfd):
     """No checkpoint, no metrics (no logger, no CSV) and an env fault at step 20: the folder

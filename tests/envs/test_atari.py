@@ -216,6 +216,18 @@ def test_a_frame_stack_zero_checkpoint_of_the_old_layout_is_refused_naming_why(t
         assert_refused(run_cli(argv, tmp_path, monkeypatch, capfd), EXIT_USAGE, why)
 
 
+def test_a_wrapper_that_flattens_the_frames_is_refused_in_one_line():
+    """FlattenObservation under the Atari preprocessing gave an IndexError traceback from the
+    frame stack (`shape[2]` of a 1-D observation)."""
+    from rltrain.config import WrapperConfig
+
+    cfg = dataclasses.replace(atari("Breakout", 1),
+                              wrappers=[WrapperConfig(name="FlattenObservation")])
+    with pytest.raises(UserError, match=r"made the observation \[7056\]: drop that wrapper, or "
+                                        r"set env.atari.preprocess=false"):
+        make_env(cfg)
+
+
 def test_life_loss_ends_training_episodes_only_and_statistics_count_the_whole_game():
     train, evaluate = make_env(atari("Breakout")), make_env(atari("Breakout"), training=False)
     assert train.reset(1).equal(evaluate.reset(1))

@@ -69,9 +69,9 @@ def test_cli_trains_a_registered_env_of_ones_own_module_with_wrappers(cli_run):
     assert payload["counters"]["global_step"] == 256
     # TimeAwareObservation: the policy sees [position, 1, time] -> a first layer of width 3
     assert any(tuple(t.shape) == (16, 3) for t in payload["algo"]["policy"].values())
-    # the checkpoint names code: not imported; from Python the hint is Python's (named=)
-    hint = re.escape(f"pass named=NamedCode(modules=frozenset({{'{MODULE}'}})) "
-                     "(rltrain.envs.trust) to this call")
+    # the checkpoint names code: not imported; the hint gives the command line's and Python's form
+    hint = re.escape(f"add env.import={MODULE} to this command (from Python: "
+                     f"named=NamedCode(modules=frozenset({{'{MODULE}'}})), rltrain.envs.trust)")
     with pytest.raises(UserError, match=hint):
         evaluate(run_dir, episodes=4, write=False)
     # rebuilt from the checkpoint's config, once the user names the module again
@@ -332,3 +332,16 @@ def test_huge_finite_values_are_not_called_non_finite():
     env = ContractChecked(Huge(inner, ""), "mine:Huge")
     env.reset(seed=0)
     assert env.step(torch.zeros(3, dtype=torch.int64)).reward[0].item() == pytest.approx(3e38)
+
+
+def test_the_refusal_of_unnamed_code_gives_both_forms_with_every_module_in_order():
+    """A Python caller who named one of two modules got only the command line's form; the
+    Python form listed a set, in an order that changed from process to process."""
+    from rltrain.envs.trust import require_named
+
+    env = {"id": "zeta.envs:Maze-v0", "imports": ["alpha.extra"]}
+    with pytest.raises(UserError) as refused:
+        require_named(env, NamedCode(frozenset({"zeta.envs"})), "run/checkpoints/final.pt")
+    assert str(refused.value).endswith(
+        "add env.import=alpha.extra to this command (from Python: named=NamedCode(modules="
+        "frozenset({'alpha.extra', 'zeta.envs'})), rltrain.envs.trust)")

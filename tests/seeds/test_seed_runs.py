@@ -50,6 +50,7 @@ def test_batch_folders_are_single_runs(tmp_path, monkeypatch, capfd):
     (["num_seeds=2", "seeds_per_trial=2"], "keep one"),
     (["num_seeds=2", "algo=sac", "env=Pendulum-v1", "algo.use_sde=true"], "gSDE"),
     (["num_seeds=3", "seed=4294967294"], "4294967296"),
+    (["num_seeds=2", "device=mps"], "the seed batch runs on cpu or cuda, not device=mps"),
 ])
 def test_refusals_are_one_line(tmp_path, monkeypatch, capfd, argv, fragment):
     base = SMALL if "algo=sac" not in argv else ["progress=off"]
