@@ -27,7 +27,7 @@ from rltrain.evaluation import build_agent, evaluate
 from rltrain.registry import ALGOS
 from rltrain.runner.runner import Runner
 from tests.e2e.harness import run_cli
-from tests.runner.test_every_algo import same, tiny, weights
+from tests.runner.test_every_algo import resumed_halfway, same, tiny, weights
 
 DEVICE = os.environ.get("RLTRAIN_TEST_DEVICE", "cuda")
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,10 +69,8 @@ def test_every_algo_trains_on_the_device_deterministically_and_resumes_exactly(n
     straight = weights(tmp_path / "a")
     Runner(on(name), tmp_path / "b").run()
     assert same(straight, weights(tmp_path / "b")), "same seed on the device, different weights"
-    first = sorted((tmp_path / "a" / "checkpoints").glob("step_*.pt"))[0]
-    half = checkpoint.load(first)
-    Runner(to_train_config(half["config"]), tmp_path / "r", resume_from=half).run()
-    assert same(straight, weights(tmp_path / "r")), "resumed run ended elsewhere"
+    assert same(straight, resumed_halfway(tmp_path / "a", tmp_path / "r")), \
+        "resumed run ended elsewhere"
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))
@@ -118,9 +116,7 @@ def test_gsde_on_the_device_resumes_exactly(name, tmp_path):
              "sac": ("algo.use_sde=true", "algo.sde_sample_freq=5")}[name]
     Runner(on(name, 0, *extra), tmp_path / "a").run()
     straight = weights(tmp_path / "a")
-    half = checkpoint.load(sorted((tmp_path / "a" / "checkpoints").glob("step_*.pt"))[0])
-    Runner(to_train_config(half["config"]), tmp_path / "r", resume_from=half).run()
-    assert same(straight, weights(tmp_path / "r"))
+    assert same(straight, resumed_halfway(tmp_path / "a", tmp_path / "r"))
 
 
 @pytest.mark.parametrize("name", ["ppo", "sac", "dqn"])
@@ -234,9 +230,7 @@ def test_recurrent_ppo_on_the_device_resumes_exactly(extra, tmp_path):
                                 *[q for q in QUIET if not q.startswith("checkpoint")]])
     Runner(cfg, tmp_path / "a").run()
     straight = weights(tmp_path / "a")
-    half = checkpoint.load(sorted((tmp_path / "a" / "checkpoints").glob("step_*.pt"))[0])
-    Runner(to_train_config(half["config"]), tmp_path / "r", resume_from=half).run()
-    assert same(straight, weights(tmp_path / "r"))
+    assert same(straight, resumed_halfway(tmp_path / "a", tmp_path / "r"))
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])

@@ -53,6 +53,14 @@ def weights(run_dir) -> dict[str, torch.Tensor]:
     return out
 
 
+def resumed_halfway(run_dir, into) -> dict[str, torch.Tensor]:
+    """The final weights of the run in `run_dir` resumed from its first periodic checkpoint (at
+    48 or 64 steps) in the folder `into`."""
+    half = checkpoint.load(sorted((run_dir / "checkpoints").glob("step_*.pt"))[0])
+    Runner(to_train_config(half["config"]), into, resume_from=half).run()
+    return weights(into)
+
+
 def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
@@ -68,10 +76,8 @@ def test_every_algo_trains_deterministically_and_resumes_exactly(name, tmp_path)
     Runner(tiny(name, seed=1), tmp_path / "c").run()
     assert not same(straight, weights(tmp_path / "c")), "different seeds, same weights"
     # resume from the periodic checkpoint halfway, in another folder
-    first = sorted((tmp_path / "a" / "checkpoints").glob("step_*.pt"))[0]  # at 48, or 64
-    half = checkpoint.load(first)
-    Runner(to_train_config(half["config"]), tmp_path / "r", resume_from=half).run()
-    assert same(straight, weights(tmp_path / "r")), "resumed run ended elsewhere"
+    assert same(straight, resumed_halfway(tmp_path / "a", tmp_path / "r")), \
+        "resumed run ended elsewhere"
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))
@@ -96,9 +102,7 @@ def test_gsde_runs_are_deterministic_and_resume_exactly(name, tmp_path):
     Runner(tiny(name, extra=GSDE[name]), tmp_path / "a").run()
     straight = weights(tmp_path / "a")
     assert any("sde" in key for key in straight), "the gSDE state was not saved"
-    first = sorted((tmp_path / "a" / "checkpoints").glob("step_*.pt"))[0]
-    half = checkpoint.load(first)
-    Runner(to_train_config(half["config"]), tmp_path / "r", resume_from=half).run()
-    assert same(straight, weights(tmp_path / "r")), "resumed gSDE run ended elsewhere"
+    assert same(straight, resumed_halfway(tmp_path / "a", tmp_path / "r")), \
+        "resumed gSDE run ended elsewhere"
     Runner(tiny(name), tmp_path / "plain").run()
     assert not same(straight, weights(tmp_path / "plain"))
