@@ -139,15 +139,15 @@ def test_off_policy_under_torchrun_is_refused_in_one_line(tmp_path):
 def test_a_job_that_fails_before_its_first_step_leaves_no_run_folder(tmp_path):
     """As a plain run (tests/e2e/test_trust.py): a start that fails once Hydra wrote .hydra/
     and train.log (an env whose sim_state() no checkpoint can hold) leaves none of the folders
-    rank 0 created for it; only rank 0's note for restarts stays."""
+    rank 0 created for it; only rank 0's note for restarts stays. (A named hydra.run.dir takes
+    the same `claim_run_dir` path: tests/e2e/test_trust.py tries it without torchrun.)"""
     (tmp_path / "mine").mkdir()
     bad = ["env.id=tests.envs.state_envs:DequeStateEnv", "env.import=tests.envs.state_envs"]
-    for folder in ([], ["hydra.run.dir=mine/a/run"]):
-        done = torchrun(2, ["-m", "rltrain", *PPO, *bad, *folder], tmp_path, timeout=120)
-        assert done.returncode != 0
-        assert "checkpoints cannot hold its state" in done.stderr, failure(done)
-        left = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")}
-        assert {p for p in left if not p.startswith("outputs/.torchrun")} == {"mine", "outputs"}
+    done = torchrun(2, ["-m", "rltrain", *PPO, *bad], tmp_path, timeout=120)  # outputs/<date>/..
+    assert done.returncode != 0
+    assert "checkpoints cannot hold its state" in done.stderr, failure(done)
+    left = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")}
+    assert {p for p in left if not p.startswith("outputs/.torchrun")} == {"mine", "outputs"}
 
 
 def _start(args: list[str], cwd: Path, *launcher: str) -> subprocess.Popen:
