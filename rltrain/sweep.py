@@ -210,15 +210,50 @@ def run_seeds(cfg: TrainConfig, run_dir: Path) -> float:
 @contextlib.contextmanager
 def log_to(path: Path) -> Iterator[None]:
     """Also write the log to `path` meanwhile (each seed's folder gets its own train.log); the
-    file is created by the first line logged, so a run refused before it writes nothing."""
+    file is created by the first line logged, so a run refused before it writes nothing.
+
+    The file gets rltrain's INFO lines even where the caller's logging hides them (a root
+    logger at WARNING, as in an application or under pytest): rltrain's logger is then lowered
+    to INFO meanwhile and hands its records to the caller's handlers only at the level the
+    caller had (`_AsBefore`), so the console shows what it showed before."""
     handler = _FolderFileHandler(path)
     handler.setFormatter(logging.Formatter("[%(asctime)s][%(levelname)s] %(message)s"))
-    logging.getLogger().addHandler(handler)
+    root, own = logging.getLogger(), logging.getLogger("rltrain")
+    root.addHandler(handler)
+    hidden = own.getEffectiveLevel() > logging.INFO
+    saved, gate = (own.level, own.propagate), _AsBefore(own.getEffectiveLevel())
+    if hidden:
+        own.setLevel(logging.INFO)
+        own.propagate = False
+        own.addHandler(gate)
     try:
         yield
     finally:
-        logging.getLogger().removeHandler(handler)
+        if hidden:
+            own.removeHandler(gate)
+            own.setLevel(saved[0])
+            own.propagate = saved[1]
+        root.removeHandler(handler)
         handler.close()
+
+
+class _AsBefore(logging.Handler):
+    """rltrain's records while its logger is lowered to INFO for the run files (`log_to`): those
+    at the caller's level go on to the root logger's handlers, as propagation took them (the
+    run files among them); those below it go to the run files alone."""
+
+    def __init__(self, threshold: int):
+        super().__init__()
+        self.threshold = threshold
+
+    def emit(self, record: logging.LogRecord) -> None:
+        root = logging.getLogger()
+        if record.levelno >= self.threshold:
+            root.handle(record)
+            return
+        for h in root.handlers:
+            if isinstance(h, _FolderFileHandler):
+                h.handle(record)
 
 
 class _FolderFileHandler(logging.FileHandler):

@@ -263,3 +263,32 @@ def test_seed_folders_from_python_are_grouped_by_their_experiment(tmp_path):
         ["batch_a/seed_0", "batch_a/seed_1", "trial/seed_0", "trial/seed_1"],
         ["batch_b/seed_0", "batch_b/seed_1"]], groups
     assert all("algo.lr=" in g and "seed" not in g for g in groups)
+
+
+def test_train_log_gets_rltrains_lines_where_the_callers_logging_hides_them(tmp_path, monkeypatch):
+    """An application (or pytest) with its root logger at WARNING: train.log stayed empty (never
+    created), as the README says every run folder has one. The file gets the INFO lines; the
+    caller's own handler still sees only what its level let through, and rltrain's logger is
+    given back as it was."""
+    import logging
+
+    class Seen(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.levels: list[int] = []
+
+        def emit(self, record):
+            if record.name.startswith("rltrain"):
+                self.levels.append(record.levelno)
+
+    root, own = logging.getLogger(), logging.getLogger("rltrain")
+    seen = Seen()
+    monkeypatch.setattr(root, "level", logging.WARNING)
+    root.addHandler(seen)
+    try:
+        train(TINY, run_dir=tmp_path / "run")
+    finally:
+        root.removeHandler(seen)
+    assert "training ppo on CartPole-v1" in (tmp_path / "run" / "train.log").read_text()
+    assert all(level >= logging.WARNING for level in seen.levels), seen.levels
+    assert (own.level, own.propagate, own.handlers) == (logging.NOTSET, True, [])

@@ -197,7 +197,7 @@ def resume_config(saved: dict[str, Any], composed: dict[str, Any], overrides: li
             continue
         if top in composed and top != "hydra":
             merged[top] = composed[top]
-    return to_train_config(merged)
+    return to_train_config(merged, here=True)  # a resumed run trains on this machine
 
 
 _ABSENT = object()  # a key that is not in the config (as opposed to one set to None)

@@ -290,6 +290,31 @@ def test_a_lock_taken_as_a_failed_start_removes_the_folder_is_still_taken(tmp_pa
     assert mkdir_then_removed.done
 
 
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
+
+
+@NO_CUDA
+def test_resuming_a_gpu_run_on_a_machine_without_one_is_one_line_then_works_on_the_cpu(
+        trained, tmp_path, monkeypatch, capfd):
+    """The saved config's device was never checked on resume: a run trained with device=cuda,
+    resumed where there is no GPU, died in the Runner with "Torch not compiled with CUDA
+    enabled" and a Hydra traceback. It is refused before anything runs, naming the fix."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / "checkpoints" / "final.pt").unlink()
+    latest = run / "checkpoints" / "latest.pt"
+    payload = checkpoint.load(latest)
+    checkpoint.save({**payload, "config": {**payload["config"], "device": "cuda"}}, latest)
+    before = tree(run)
+    refused = run_cli([f"resume={run}", "total_timesteps=640"], tmp_path, monkeypatch, capfd)
+    assert_refused(refused, EXIT_USAGE, "device=cuda: no CUDA GPU is available")
+    assert "use device=cpu" in refused.err and tree(run) == before
+    done = run_cli([f"resume={run}", "total_timesteps=640", "device=cpu"], tmp_path,
+                   monkeypatch, capfd)
+    assert done.rc == 0, done.describe()
+    assert checkpoint.load(run / "checkpoints" / "final.pt")["counters"]["global_step"] >= 640
+
+
 def test_a_dangling_lock_link_is_one_line_not_a_hang(tmp_path):
     """`.lock` a link to a path that cannot exist: the retry for a vanished folder must not
     spin (the folder is there), and the refusal names the file."""
