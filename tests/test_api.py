@@ -283,12 +283,13 @@ def test_train_log_gets_rltrains_lines_where_the_callers_logging_hides_them(tmp_
 
     root, own = logging.getLogger(), logging.getLogger("rltrain")
     seen = Seen()
-    monkeypatch.setattr(root, "level", logging.WARNING)
-    root.addHandler(seen)
+    monkeypatch.setattr(root, "handlers", [seen])  # the app's own (earlier tests' left here)
+    level = root.level
+    root.setLevel(logging.WARNING)  # (setLevel: also clears the loggers' cached levels)
     try:
         train(TINY, run_dir=tmp_path / "run")
     finally:
-        root.removeHandler(seen)
+        root.setLevel(level)
     assert "training ppo on CartPole-v1" in (tmp_path / "run" / "train.log").read_text()
     assert all(level >= logging.WARNING for level in seen.levels), seen.levels
     assert (own.level, own.propagate, own.handlers) == (logging.NOTSET, True, [])
