@@ -196,7 +196,8 @@ class EvalRunConfig:
     """With `video=true`: how many of the evaluated episodes to record (null: all of them)."""
 
     def validate(self) -> EvalRunConfig:
-        """Raise a one-line `UserError` for a value `rltrain eval` cannot use."""
+        """Raise a one-line `UserError` for a value `rltrain eval` (or `evaluate()`) cannot use."""
+        _check_ints(self, ("episodes", "num_envs", "seed"))
         for name in ("episodes", "num_envs"):
             if getattr(self, name) <= 0:
                 raise UserError(f"{name}={getattr(self, name)} must be > 0")
@@ -229,10 +230,19 @@ class ExportConfig:
 
         if self.format not in FORMATS:
             raise UserError(f"format={self.format!r}: choose one of {', '.join(FORMATS)}")
+        _check_ints(self, ("check_samples", "seed"))
         if self.check_samples <= 0:
             raise UserError(f"check_samples={self.check_samples} must be > 0")
         check_seed("seed", self.seed)
         return self
+
+
+def _check_ints(cfg: Any, names: tuple[str, ...]) -> None:
+    """One-line `UserError` for a field that is not an int (a Python caller's `seed=None`)."""
+    for name in names:
+        value = getattr(cfg, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise UserError(f"{name}={value!r} must be an integer")
 
 
 def to_command_config(cfg: DictConfig) -> Any:

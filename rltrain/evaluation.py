@@ -167,16 +167,24 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     the folder's `eval/results.json` names). `named` is the user code named on the command line
     (see `envs/trust.py`): a checkpoint whose env needs other code is refused.
     """
+    from rltrain.config import EvalRunConfig
+
+    EvalRunConfig(str(ckpt), episodes, deterministic, seed, device, num_envs, video,
+                  video_episodes).validate()  # as `rltrain eval` checks them
     if video and not write:
         raise UserError("evaluate(video=True, write=False): videos are written to the run's "
                         "eval/videos/ beside eval/results.json; pass write=True, or video=False")
     if video:
         from rltrain.video import require_av
 
-        if video_episodes is not None and video_episodes <= 0:
-            raise UserError(f"video_episodes={video_episodes} must be > 0 (or null for all)")
         require_av()  # a missing extra fails now, before any episode runs
     path, payload, cfg = load_checkpoint(ckpt, device, named)
+    if write or video:
+        from rltrain.run_dir import require_writable
+
+        require_writable(RunDir.of_checkpoint(path).eval_results.parent,
+                         "evaluate writes eval/results.json into the run folder (copy the run "
+                         "somewhere writable; from Python, write=False)")
     n = min(num_envs, episodes)
     videos: list[Any] = []
     folder = RunDir.of_checkpoint(path).eval_videos

@@ -219,3 +219,15 @@ def claim_default_run_dir(now: datetime | None = None) -> Path:
         except FileExistsError:
             continue
     raise UserError(f"{base}: 1000 runs started in this second; give hydra.run.dir=<folder>")
+
+
+def require_writable(folder: Path, why: str) -> None:
+    """A one-line `UserError` (`why` first) when `folder`, or the nearest of its parents that
+    exists, cannot be written: refused before the work whose result would go there."""
+    from rltrain.errors import UserError
+
+    path = Path(folder).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"{why}, and {path} is not writable")

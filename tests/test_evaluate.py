@@ -187,3 +187,39 @@ def test_package_names_are_the_api_functions_after_every_submodule_is_loaded():
     from rltrain.runner.runner import Runner as RunnerClass
 
     assert evaluate is rltrain.evaluation.evaluate and train is api_train and Runner is RunnerClass
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"episodes": 0}, "episodes=0 must be > 0"),
+    ({"episodes": -3}, "episodes=-3 must be > 0"),
+    ({"num_envs": 0}, "num_envs=0 must be > 0"),
+    ({"seed": None}, "seed=None must be an integer"),
+    ({"seed": -1}, "seed=-1"),
+    ({"episodes": 2.5}, "episodes=2.5 must be an integer"),
+])
+def test_evaluate_from_python_checks_its_arguments_as_rltrain_eval_does(kwargs, message,
+                                                                         tiny_cfg, tmp_path):
+    """From Python these were a ValueError (zero-size array), an IndexError, a TypeError, an
+    env error blaming CartPole for seed=-1, or an evaluation of zero envs."""
+    save_ppo_checkpoint(tiny_cfg(), tmp_path)
+    with pytest.raises(UserError, match=message.replace(".", r"\.")):
+        evaluate(tmp_path, **kwargs)
+    assert not (tmp_path / "eval").exists()
+
+
+def test_evaluate_refuses_a_run_folder_it_cannot_write_before_evaluating(tiny_cfg, tmp_path,
+                                                                         monkeypatch):
+    """A read-only run: `rltrain eval` ended in a PermissionError traceback after the episodes."""
+    import os
+
+    save_ppo_checkpoint(tiny_cfg(), tmp_path)
+    played = []
+    monkeypatch.setattr("rltrain.evaluation.run_episodes", lambda *a, **k: played.append(1))
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path.absolute())
+    with pytest.raises(UserError, match="evaluate writes eval/results.json into the run folder "
+                                        r"\(copy the run somewhere writable; from Python, "
+                                        r"write=False\), and .* is not writable"):
+        evaluate(tmp_path, episodes=2)
+    assert played == []
+    monkeypatch.undo()
+    assert evaluate(tmp_path, episodes=2, num_envs=2, write=False)["episodes"] == 2

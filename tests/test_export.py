@@ -282,3 +282,23 @@ def test_onnx_export_under_an_info_root_logger_prints_no_optimizer_passes(runs, 
     chatter = [r for r in caplog.records if r.name.split(".")[0] in ("onnxscript", "onnx_ir")]
     assert not chatter, [r.getMessage() for r in chatter]
     assert {name: logging.getLogger(name).level for name in before} == before
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"check_samples": 0}, "check_samples=0 must be > 0"),
+    ({"seed": None}, "seed=None must be an integer"),
+    ({"seed": -2}, "seed=-2"),
+    ({"fmt": "tflite"}, "format='tflite': choose one of onnx, torchscript"),
+])
+def test_export_policy_from_python_checks_its_arguments_as_rltrain_export_does(
+        runs, kwargs, message):
+    with pytest.raises(UserError, match=message.replace("(", r"\(")):
+        export_policy(runs["discrete"], **kwargs)
+
+
+def test_export_into_a_folder_is_refused_naming_a_file_to_give(runs, tmp_path):
+    """`rltrain export out=<a folder>` ended in an IsADirectoryError traceback."""
+    pytest.importorskip("onnxscript")
+    with pytest.raises(UserError, match=r"out=.* is a folder: give the file to write, e\.g\. "
+                                        r"out=.*policy\.onnx"):
+        export_policy(runs["discrete"], "onnx", out=tmp_path)

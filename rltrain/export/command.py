@@ -18,7 +18,7 @@ from rltrain.errors import UserError
 from rltrain.export import formats
 from rltrain.export.check import Agreement, compare_actions, sample_observations
 from rltrain.export.module import ExportedPolicy, find_layer, torch_actions
-from rltrain.run_dir import RunDir
+from rltrain.run_dir import RunDir, require_writable
 from rltrain.threads import torch_threads
 from rltrain.types import CHOICE_KINDS
 
@@ -33,14 +33,20 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
     (discrete or box), `obs_shape`, `action_shape` (per observation) and `normalized_obs`.
     `named`: the user code named on the command line (see `envs/trust.py`).
     """
+    from rltrain.config import ExportConfig
     from rltrain.envs.make import make_env
     from rltrain.evaluation import build_agent, load_checkpoint
 
+    ExportConfig(str(ckpt), fmt, None if out is None else str(out), check_samples,
+                 seed).validate()  # as `rltrain export` checks them
     formats.check_format(fmt)  # a missing extra fails before anything is loaded
-    if check_samples <= 0:
-        raise UserError(f"check_samples={check_samples} must be > 0")
+    if out is not None and Path(out).is_dir():
+        raise UserError(f"out={out} is a folder: give the file to write, e.g. "
+                        f"out={Path(out) / formats.FORMATS[fmt]}")
     path, payload, cfg = load_checkpoint(ckpt, "cpu", named)
     target = Path(out) if out else RunDir.of_checkpoint(path).export / formats.FORMATS[fmt]
+    require_writable(target.parent, f"export writes {target} (give out=<a file somewhere "
+                                    "writable>)")
     # a native torch twin (env.backend=torch) has gymnasium's dynamics and spaces: export
     # against the gymnasium env, whose spaces give the observation and action bounds
     env = make_env(dataclasses.replace(cfg.env, vectorization="sync", backend="gymnasium"), "cpu",
