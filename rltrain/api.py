@@ -24,17 +24,26 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     continues a run as `rltrain resume=` does (into `run_dir`, default the run's own folder).
     What only the command line does is refused in one line, not ignored: sweeps (`seed=0,1,2`),
     searches and `hydra.*` options (give `run_dir=`).
+    It leaves the caller's process as it found it (`rltrain/guest.py`): random streams, torch's
+    threads, default dtype and grad mode, logging, and a Hydra of the caller's own.
     """
+    from rltrain.guest import guest
+
+    given = None if isinstance(overrides, TrainConfig) else [str(o) for o in overrides or []]
+    cfg = _config(overrides if given is None else given)
+    with guest(console=True):
+        return _train(cfg, given, run_dir, algo, callbacks)
+
+
+def _train(cfg: TrainConfig, given: list[str] | None, run_dir: str | Path | None, algo: Any,
+           callbacks: dict[str, list] | None) -> dict[str, Any]:
+    """`train` of a validated config (`given`: its override list, None for a `TrainConfig`)."""
     from rltrain.run_dir import RunDir
     from rltrain.runner.ownership import remove_empty
     from rltrain.runner.runner import Runner
     from rltrain.runner.setup import default_run_dir
     from rltrain.sweep import log_to
 
-    given = None if isinstance(overrides, TrainConfig) else [str(o) for o in overrides or []]
-    cfg = _config(overrides if given is None else given)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
     if cfg.preset:
         log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", cfg.preset)
     if cfg.resume and cfg.resume != "auto":

@@ -20,6 +20,7 @@ from rltrain.envs.masks import action_mask
 from rltrain.envs.trust import NamedCode, require_named
 from rltrain.envs.vec_env import VecEnv
 from rltrain.errors import UserError
+from rltrain.guest import as_guest
 from rltrain.run_dir import RunDir
 from rltrain.text import duration
 from rltrain.threads import torch_threads
@@ -156,6 +157,7 @@ def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
     return {f"eval/{k}": result[k] for k in keys}
 
 
+@as_guest
 def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 1000,
              device: str = "cpu", num_envs: int = 5, write: bool = True, video: bool = False,
              video_episodes: int | None = 3, named: NamedCode | None = None) -> dict[str, Any]:

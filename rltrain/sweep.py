@@ -213,24 +213,25 @@ def log_to(path: Path) -> Iterator[None]:
     file is created by the first line logged, so a run refused before it writes nothing.
 
     The file gets rltrain's INFO lines even where the caller's logging hides them (a root
-    logger at WARNING, as in an application or under pytest): rltrain's logger is then lowered
-    to INFO meanwhile and hands its records to the caller's handlers only at the level the
-    caller had (`_AsBefore`), so the console shows what it showed before."""
+    logger at WARNING, as in an application or under pytest, or rltrain's own logger set
+    higher): rltrain's logger is then lowered to INFO meanwhile, and its records reach the
+    caller's handlers only at the level the caller had (`_AsBefore`), so the console and the
+    caller's own handlers show what they showed before."""
     handler = _FolderFileHandler(path)
     handler.setFormatter(logging.Formatter("[%(asctime)s][%(levelname)s] %(message)s"))
     root, own = logging.getLogger(), logging.getLogger("rltrain")
     root.addHandler(handler)
     hidden = own.getEffectiveLevel() > logging.INFO
-    saved, gate = (own.level, own.propagate), _AsBefore(own.getEffectiveLevel())
+    saved = (own.level, own.propagate, list(own.handlers))
     if hidden:
+        own.handlers = [_AsBefore(own.getEffectiveLevel(), saved[2], saved[1])]
         own.setLevel(logging.INFO)
         own.propagate = False
-        own.addHandler(gate)
     try:
         yield
     finally:
         if hidden:
-            own.removeHandler(gate)
+            own.handlers = saved[2]
             own.setLevel(saved[0])
             own.propagate = saved[1]
         root.removeHandler(handler)
@@ -238,18 +239,24 @@ def log_to(path: Path) -> Iterator[None]:
 
 
 class _AsBefore(logging.Handler):
-    """rltrain's records while its logger is lowered to INFO for the run files (`log_to`): those
-    at the caller's level go on to the root logger's handlers, as propagation took them (the
-    run files among them); those below it go to the run files alone."""
+    """rltrain's logger while it is lowered to INFO for the run files (`log_to`), standing in
+    for its own handlers and its propagation: a record at the caller's level goes where it
+    went before (the logger's handlers, then the root's when it propagated), and every record
+    goes to the run files."""
 
-    def __init__(self, threshold: int):
+    def __init__(self, threshold: int, handlers: list[logging.Handler], propagate: bool):
         super().__init__()
-        self.threshold = threshold
+        self.threshold, self.handlers, self.propagate = threshold, handlers, propagate
 
     def emit(self, record: logging.LogRecord) -> None:
         root = logging.getLogger()
-        if record.levelno >= self.threshold:
-            root.handle(record)
+        shown = record.levelno >= self.threshold
+        if shown:
+            for h in self.handlers:
+                if record.levelno >= h.level:
+                    h.handle(record)
+        if shown and self.propagate:
+            root.handle(record)  # the run files are among the root's handlers
             return
         for h in root.handlers:
             if isinstance(h, _FolderFileHandler):

@@ -293,3 +293,78 @@ def test_train_log_gets_rltrains_lines_where_the_callers_logging_hides_them(tmp_
     assert "training ppo on CartPole-v1" in (tmp_path / "run" / "train.log").read_text()
     assert all(level >= logging.WARNING for level in seen.levels), seen.levels
     assert (own.level, own.propagate, own.handlers) == (logging.NOTSET, True, [])
+
+
+def test_train_evaluate_and_export_leave_the_callers_process_as_they_found_it(
+        tmp_path, monkeypatch, capfd):
+    """An application's random streams, default dtype, grad mode and logging, each changed by
+    a call from Python before (`rltrain/guest.py`): train() re-seeded the global generators
+    (the app's next draws were seed 0's), left logging.basicConfig(INFO) on the root, failed
+    under torch.no_grad() or with float64 as the default dtype."""
+    import logging
+    import random
+
+    import numpy as np
+
+    from rltrain.evaluation import evaluate
+    from rltrain.export.command import export_policy
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # an app that set up no logging
+    level = root.level
+
+    def draws():
+        return (torch.rand(2).tolist(), np.random.rand(2).tolist(), random.random())
+
+    torch.manual_seed(7), np.random.seed(7), random.seed(7)
+    expected = draws()
+    torch.manual_seed(7), np.random.seed(7), random.seed(7)
+    torch.set_default_dtype(torch.float64)
+    try:
+        with torch.no_grad():
+            result = train(TINY, run_dir=tmp_path / "run")
+            evaluate(tmp_path / "run", episodes=2, num_envs=2, write=False)
+            export_policy(tmp_path / "run", "torchscript", out=tmp_path / "p.pt", check_samples=10)
+            assert not torch.is_grad_enabled()
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert draws() == expected
+    assert torch.isfinite(torch.tensor(result["mean_reward"]))
+    assert root.handlers == [] and root.level == level
+    assert "[INFO] training ppo on CartPole-v1" in capfd.readouterr().err  # the console had it
+    own = logging.getLogger("rltrain")
+    assert (own.level, own.propagate, own.handlers) == (logging.NOTSET, True, [])
+
+
+def test_an_apps_own_settings_of_the_rltrain_logger_hold_during_a_run(tmp_path, monkeypatch):
+    """The app gave the `rltrain` logger its own handler at WARNING and stopped propagation:
+    that handler received every INFO line of the run, and WARNINGs reached the root anyway."""
+    import logging
+
+    class Seen(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.levels: list[int] = []
+
+        def emit(self, record):
+            if record.name.startswith("rltrain"):
+                self.levels.append(record.levelno)
+
+    own, root = logging.getLogger("rltrain"), logging.getLogger()
+    mine, at_root = Seen(), Seen()
+    monkeypatch.setattr(root, "handlers", [at_root])
+    monkeypatch.setattr(own, "handlers", [mine])
+    monkeypatch.setattr(own, "propagate", False)
+    own.setLevel(logging.WARNING)
+    try:
+        stale = tmp_path / "run" / "STOP"  # a stop file left from before: a WARNING, logged
+        stale.parent.mkdir()
+        stale.write_text("")
+        train(TINY, run_dir=tmp_path / "run")
+        assert own.handlers == [mine] and own.level == logging.WARNING and not own.propagate
+    finally:
+        own.setLevel(logging.NOTSET)
+    assert mine.levels and all(level >= logging.WARNING for level in mine.levels), mine.levels
+    assert at_root.levels == []
+    assert "training ppo on CartPole-v1" in (tmp_path / "run" / "train.log").read_text()

@@ -18,11 +18,13 @@ from rltrain.errors import UserError
 from rltrain.export import formats
 from rltrain.export.check import Agreement, compare_actions, sample_observations
 from rltrain.export.module import ExportedPolicy, find_layer, torch_actions
+from rltrain.guest import as_guest
 from rltrain.run_dir import RunDir, require_writable
 from rltrain.threads import torch_threads
 from rltrain.types import CHOICE_KINDS
 
 
+@as_guest
 def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = None,
                   check_samples: int = 1000, seed: int = 0, named: NamedCode | None = None,
                   ) -> dict[str, Any]:
