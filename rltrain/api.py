@@ -162,6 +162,11 @@ def _train_seeds(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
     if algo is not None or callbacks:
         raise UserError("num_seeds > 1 builds one algorithm per seed itself: train(algo=...) and "
                         "callbacks= need num_seeds=1")
-    runner = SeedRunner(cfg, run_dir if run_dir is not None else default_run_dir())
+    from rltrain.run_dir import RunDir
+    from rltrain.sweep import log_to
+
+    folder = Path(run_dir) if run_dir is not None else default_run_dir()
+    runner = SeedRunner(cfg, folder)
     runner.overrides = overrides or []
-    return runner.run()
+    with log_to(RunDir(folder).train_log):  # the batch's log, as the command line's folder has
+        return runner.run()

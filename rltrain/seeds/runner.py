@@ -99,10 +99,15 @@ class SeedRunner:
 
     def _record_seeds(self) -> None:
         """A batch started from Python (no `.hydra/` record of its own, which the command line
-        copies into each seed's folder) records each seed's config there, so that
-        `rltrain report` groups the seeds as one experiment."""
-        if RunDir(self.run_dir).is_hydra_run():
+        copies into each seed's folder) records the batch's config in its folder, so that
+        `resume=<batch>` finds its seeds (`seeds/folder.py`), and each seed's config in the
+        seed's, so that `rltrain report` groups the seeds as one experiment."""
+        root = RunDir(self.run_dir)
+        if root.is_hydra_run():
             return
+        from rltrain.config import config_to_dict
+
+        root.write_record(config_to_dict(self.cfg), self.overrides)
         for seed, runner in zip(self.seeds, self.runners, strict=True):
             paths = RunDir(runner.run_dir)
             if not paths.is_hydra_run():
