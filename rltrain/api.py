@@ -125,9 +125,20 @@ def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, 
     payload = checkpoint.load(ckpt)
     normalized = normalize_overrides(overrides)
     resumed = resume_config(payload["config"], composed_dict(normalized), normalized, str(ckpt))
-    folder = Path(run_dir) if run_dir is not None else RunDir.of_checkpoint(ckpt).root
-    log.info("resuming %s from %s", folder, ckpt)
-    return Runner(resumed, folder, algo=algo, callbacks=callbacks, resume_from=payload).run()
+    from rltrain.sweep import log_to
+
+    own = RunDir.of_checkpoint(ckpt).root
+    folder = Path(run_dir) if run_dir is not None else own
+    runner = Runner(resumed, folder, algo=algo, callbacks=callbacks, resume_from=payload)
+    paths = RunDir(folder)
+    in_place = folder.resolve() == own.resolve()
+    with log_to(paths.train_log):  # the run's log goes on, as a command-line resume's does
+        log.info("resuming %s from %s", folder, ckpt)
+        try:
+            return runner.run()
+        finally:  # the resume's record (`report` merges it), as `rltrain resume=` writes it
+            if runner.started and (in_place or not paths.is_hydra_run()):
+                paths.write_record(runner.config_dict, overrides, resume=in_place)
 
 
 def _train_trial(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,

@@ -58,15 +58,17 @@ class RunDir:
         """`.hydra/resume/overrides.yaml`: the overrides of the run's latest resume."""
         return self.hydra / "resume" / "overrides.yaml"
 
-    def write_record(self, config: Any, overrides: list[str]) -> None:
+    def write_record(self, config: Any, overrides: list[str], resume: bool = False) -> None:
         """`.hydra/config.yaml` and `.hydra/overrides.yaml` as Hydra writes them, for a run
         Hydra did not start (from Python, a seed of a batch or trial): `rltrain report` groups
-        runs by them."""
+        runs by them. `resume`: the record of a resume in the run's own folder, in
+        `.hydra/resume/` (as `rltrain resume=` writes it; `report` merges its overrides)."""
         from omegaconf import OmegaConf
 
-        self.hydra.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(OmegaConf.create(config), self.hydra_config)
-        OmegaConf.save(OmegaConf.create(list(overrides)), self.hydra_overrides)
+        folder = self.resume_overrides.parent if resume else self.hydra
+        folder.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(config), folder / self.hydra_config.name)
+        OmegaConf.save(OmegaConf.create(list(overrides)), folder / self.hydra_overrides.name)
 
     @property
     def tb(self) -> Path:

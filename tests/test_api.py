@@ -388,3 +388,20 @@ def test_a_batch_started_from_python_has_its_log_and_resumes_from_python_and_the
     for seed in (0, 1):
         final = checkpoint.load(batch / f"seed_{seed}" / "checkpoints" / "final.pt")
         assert final["counters"]["global_step"] >= 192
+
+
+def test_a_resume_from_python_logs_to_the_run_and_records_itself_as_the_cli_does(tmp_path):
+    """train(["resume=<run>"]) left train.log as it was and wrote no `.hydra/resume/`, where
+    `rltrain resume=` adds its lines and its record (which `rltrain report` merges)."""
+    from omegaconf import OmegaConf
+
+    run = tmp_path / "run"
+    train([*TINY, "checkpoint.freq=32"], run_dir=run)
+    (run / "checkpoints" / "final.pt").unlink()
+    before = (run / "train.log").read_text()
+    train([f"resume={run}", "total_timesteps=96"])
+    log = (run / "train.log").read_text()
+    assert log.startswith(before) and f"resuming {run}" in log[len(before):]
+    assert "done: 96 env steps" in log[len(before):]
+    assert f"resume={run}" in OmegaConf.load(run / ".hydra" / "resume" / "overrides.yaml")
+    assert OmegaConf.load(run / ".hydra" / "resume" / "config.yaml").total_timesteps == 96
