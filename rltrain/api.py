@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
 from rltrain.config import TrainConfig
 
 log = logging.getLogger("rltrain")
+_BUSY = threading.RLock()
+"""Held by the thread in `train` (another thread's call is refused: Hydra's state is global)."""
 
 
 def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path | None = None,
@@ -27,23 +30,37 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     It leaves the caller's process as it found it (`rltrain/guest.py`): random streams, torch's
     threads, default dtype and grad mode, logging, and a Hydra of the caller's own.
     """
+    from rltrain.errors import UserError
     from rltrain.guest import guest
 
+    if isinstance(overrides, str):  # train("algo=ppo env=CartPole-v1")
+        raise UserError(f"train() takes a list of overrides, not one string: "
+                        f"train({overrides.split()!r})")
     given = None if isinstance(overrides, TrainConfig) else [str(o) for o in overrides or []]
     cfg = _config(overrides if given is None else given)
-    with guest(console=True):
-        return _train(cfg, given, run_dir, algo, callbacks)
+    if not _BUSY.acquire(blocking=False):
+        raise UserError("train() is already running in another thread of this process; rltrain "
+                        "is not thread-safe (Hydra's global state, the process's random "
+                        "streams): run parallel trainings as processes")
+    try:
+        with guest(console=True):
+            return _train(cfg, given, run_dir, algo, callbacks)
+    finally:
+        _BUSY.release()
 
 
 def _train(cfg: TrainConfig, given: list[str] | None, run_dir: str | Path | None, algo: Any,
            callbacks: dict[str, list] | None) -> dict[str, Any]:
     """`train` of a validated config (`given`: its override list, None for a `TrainConfig`)."""
-    from rltrain.run_dir import RunDir
+    from rltrain.run_dir import RunDir, require_writable
     from rltrain.runner.ownership import remove_empty
     from rltrain.runner.runner import Runner
     from rltrain.runner.setup import default_run_dir
     from rltrain.sweep import log_to
 
+    where = Path(run_dir) if run_dir is not None else None if cfg.resume else Path("outputs")
+    if where is not None:  # a resume into its own folder: checked where the run is found
+        require_writable(where, f"train writes the run into {where}")
     if cfg.preset:
         log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", cfg.preset)
     if cfg.resume and cfg.resume != "auto":
@@ -85,6 +102,7 @@ def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
         if not isinstance(overrides.algo, AlgoConfig):
             raise UserError("train(TrainConfig(...)) needs algo=<an algorithm config>, e.g. "
                             "TrainConfig(algo=PPOConfig(), env=EnvConfig(id='CartPole-v1'))")
+        _check_types(overrides)
         cfg = validate(copy.deepcopy(overrides))
     else:
         given = list(overrides or [])
@@ -103,6 +121,20 @@ def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
         raise UserError(f"train(TrainConfig(resume={cfg.resume!r})): a resume checks what its "
                         f"overrides change; give them as a list, [..., 'resume=<run>']")
     return cfg
+
+
+def _check_types(cfg: TrainConfig) -> None:
+    """The types the command line's schema checks, for a `TrainConfig` built in Python
+    (`PPOConfig(lr="abc")` met a TypeError deep in validation): one line naming the field."""
+    from omegaconf import OmegaConf
+
+    from rltrain.errors import UserError
+    from rltrain.overrides import explain
+
+    try:
+        OmegaConf.structured(cfg)
+    except Exception as exc:  # noqa: BLE001  (OmegaConf's validation and type errors)
+        raise UserError(f"train(TrainConfig(...)): {explain(exc)}") from exc
 
 
 def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, algo: Any,

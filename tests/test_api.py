@@ -5,6 +5,7 @@ run folders)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -405,3 +406,57 @@ def test_a_resume_from_python_logs_to_the_run_and_records_itself_as_the_cli_does
     assert "done: 96 env steps" in log[len(before):]
     assert f"resume={run}" in OmegaConf.load(run / ".hydra" / "resume" / "overrides.yaml")
     assert OmegaConf.load(run / ".hydra" / "resume" / "config.yaml").total_timesteps == 96
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda: TrainConfig(algo=PPOConfig(lr="abc"), env=EnvConfig(id="CartPole-v1")),
+     "lr=abc: expected float, got str"),
+    (lambda: TrainConfig(algo=PPOConfig(hidden_sizes="16"), env=EnvConfig(id="CartPole-v1")),
+     "hidden_sizes: expected a list"),
+    (lambda: TrainConfig(algo=PPOConfig(), env=EnvConfig(id="CartPole-v1"), seed="x"),
+     "seed=x: expected integer, got str"),
+    (lambda: "algo=ppo env=CartPole-v1",
+     "train() takes a list of overrides, not one string: train(['algo=ppo', 'env=CartPole-v1'])"),
+])
+def test_wrong_types_given_to_train_are_one_line(bad, message, tmp_path):
+    """A TrainConfig built in Python with a string where a number belongs met a TypeError deep
+    in validation; one string of overrides was read character by character."""
+    with pytest.raises(UserError, match=re.escape(message)):
+        train(bad(), run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_from_a_second_thread_is_refused_in_one_line(tmp_path):
+    """Two threads at once: one failed with Hydra's "GlobalHydra is already initialized", and
+    when both ran, each run's train.log held the other's lines."""
+    import threading
+
+    from rltrain import api
+
+    errors: list[Exception] = []
+    api._BUSY.acquire()  # as if another thread were training
+    try:
+        worker = threading.Thread(target=lambda: _catch(errors, tmp_path / "b"))
+        worker.start()
+        worker.join(60)
+    finally:
+        api._BUSY.release()
+    assert len(errors) == 1 and isinstance(errors[0], UserError)
+    assert "already running in another thread" in str(errors[0])
+    assert not (tmp_path / "b").exists()
+
+
+def _catch(errors: list[Exception], run_dir) -> None:
+    try:
+        train(TINY, run_dir=run_dir)
+    except Exception as exc:  # noqa: BLE001 - collected for the test thread
+        errors.append(exc)
+
+
+def test_train_into_a_folder_it_cannot_write_is_one_line(tmp_path, monkeypatch):
+    """A read-only folder gave a PermissionError from Python (the command line says it)."""
+    import os
+
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path.absolute())
+    with pytest.raises(UserError, match=r"train writes the run into .*run, and .* is not writable"):
+        train(TINY, run_dir=tmp_path / "run")
