@@ -31,8 +31,10 @@ from rltrain.envs.normalize import NormalizeObs, ScaleReward, normalized_entries
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
 from rltrain.errors import UserError
 
-# pygame's SDL prints a harmless XDG_RUNTIME_DIR warning per env on headless machines.
-os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+# pygame's SDL prints a harmless XDG_RUNTIME_DIR warning per env on headless machines. Only
+# there: with a display, an application importing rltrain keeps its pygame windows.
+if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
 
 def _make_one(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:

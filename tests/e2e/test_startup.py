@@ -106,3 +106,17 @@ def test_help_leaves_to_hydra_what_it_does_not_write_itself(argv):
     from rltrain.help import app_help
 
     assert app_help(argv) is None
+
+
+def test_with_a_display_importing_rltrain_leaves_sdl_alone(tmp_path):
+    """rltrain set SDL_VIDEODRIVER=dummy (for headless machines) on import, everywhere: an
+    application with a display lost its pygame windows (render_mode="human") once it imported
+    rltrain. A fresh interpreter, since the setting is made at import."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SDL_VIDEODRIVER", "WAYLAND_DISPLAY", "RLTRAIN_DEBUG")}
+    code = "import os, rltrain.envs.make; print(os.environ.get('SDL_VIDEODRIVER'))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
+                          env={**env, "DISPLAY": ":0", "PYTHONPATH": str(Path(__file__).parents[2])},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "None"
