@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,29 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
                         "streams): run parallel trainings as processes")
     try:
         with guest(console=True):
-            return _train(cfg, given, run_dir, algo, callbacks)
+            try:
+                result = _train(cfg, given, run_dir, algo, callbacks)
+            except SystemExit as exc:  # a trial's seed stopped by a signal (run_seeds exits
+                signum = exc.code - 128 if isinstance(exc.code, int) else 0  # as the CLI)
+                if signum not in (signal.SIGINT, signal.SIGTERM):
+                    raise
+                result = {"stopped": signal.Signals(signum).name}
     finally:
         _BUSY.release()
+    _pass_on_signal(result)
+    return result
+
+
+def _pass_on_signal(result: dict[str, Any]) -> None:
+    """A run stopped by Ctrl-C or SIGTERM saved its checkpoint and gave the caller's signal
+    handlers back: the signal now goes on to the caller, as if rltrain had not caught it (Ctrl-C
+    raises KeyboardInterrupt; a SIGTERM ends the process unless the caller handles it), where
+    `train()` used to return as if nothing had happened and an application's loop went on."""
+    stopped = result.get("stopped")
+    names = set(stopped.values()) if isinstance(stopped, dict) else {stopped}
+    for name in ("SIGINT", "SIGTERM"):
+        if name in names:
+            signal.raise_signal(signal.Signals[name])
 
 
 def _train(cfg: TrainConfig, given: list[str] | None, run_dir: str | Path | None, algo: Any,

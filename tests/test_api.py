@@ -460,3 +460,22 @@ def test_train_into_a_folder_it_cannot_write_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path.absolute())
     with pytest.raises(UserError, match=r"train writes the run into .*run, and .* is not writable"):
         train(TINY, run_dir=tmp_path / "run")
+
+
+def test_ctrl_c_during_train_saves_the_run_then_reaches_the_caller(tmp_path):
+    """train() stopped gracefully on Ctrl-C and returned {"stopped": "SIGINT"}: an application
+    looping over runs went on to the next one. The checkpoint is saved, then the caller gets
+    its KeyboardInterrupt."""
+    import os
+    import signal
+
+    def press_ctrl_c(state):
+        if state.iteration == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        train([*TINY, "total_timesteps=256"], run_dir=tmp_path / "run",
+              callbacks={"post_iteration": [press_ctrl_c]})
+    saved = checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")
+    assert 0 < saved["counters"]["global_step"] < 256
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
