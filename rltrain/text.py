@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import difflib
 
+LISTED = 20
+"""Options a refusal lists at most when none is close (an unknown env id had ~100)."""
+
 
 def closest(name: str, options: list[str] | tuple[str, ...]) -> str:
-    """`did you mean ...?` text for a mistyped name, or the full list of options."""
+    """`did you mean ...?` text for a mistyped name, or the options (the first `LISTED` of a
+    long list, and how many more)."""
     near = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
     if near:
         return "did you mean " + " or ".join(near) + "?"
-    return "choose one of " + ", ".join(sorted(options))
+    ordered = sorted(options)
+    if len(ordered) <= LISTED:
+        return "choose one of " + ", ".join(ordered)
+    return f"choose one of {', '.join(ordered[:LISTED])} and {len(ordered) - LISTED} more"
 
 
 def plural(count: int, noun: str) -> str:

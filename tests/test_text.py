@@ -12,6 +12,14 @@ def test_closest_suggests_near_names_or_lists_all_options():
     assert closest("zzz", ["b", "a"]) == "choose one of a, b"
 
 
+def test_closest_lists_twenty_of_a_long_list_and_counts_the_rest():
+    """An unknown env id with nothing close listed all ~100 registered ids in one line."""
+    options = [f"Env{k:03d}-v0" for k in range(95)]
+    text = closest("zzz", options)
+    assert text.startswith("choose one of Env000-v0, Env001-v0, ") and text.endswith(
+        "Env019-v0 and 75 more")
+
+
 def test_plural_counts_with_separators_and_the_right_noun():
     assert plural(1, "env") == "1 env"
     assert plural(8, "env") == "8 envs"

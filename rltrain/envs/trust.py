@@ -99,8 +99,8 @@ def require_named(env: Any, named: NamedCode | None, source: str) -> None:
         modules = ", ".join(repr(m) for m in sorted(needed))
         raise UserError(f"{source} names code to run ({what}); rltrain never imports code named "
                         f"in a file: if you trust it, add {import_override(missing)} to this "
-                        f"command (from Python: named=NamedCode(modules=frozenset({{{modules}}}))"
-                        ", rltrain.envs.trust)")
+                        "command (evaluate or export_policy in Python: named=NamedCode(modules="
+                        f"frozenset({{{modules}}})), rltrain.envs.trust)")
 
 
 def import_override(modules: list[str]) -> str:

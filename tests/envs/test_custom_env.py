@@ -70,8 +70,8 @@ def test_cli_trains_a_registered_env_of_ones_own_module_with_wrappers(cli_run):
     # TimeAwareObservation: the policy sees [position, 1, time] -> a first layer of width 3
     assert any(tuple(t.shape) == (16, 3) for t in payload["algo"]["policy"].values())
     # the checkpoint names code: not imported; the hint gives the command line's and Python's form
-    hint = re.escape(f"add env.import={MODULE} to this command (from Python: "
-                     f"named=NamedCode(modules=frozenset({{'{MODULE}'}})), rltrain.envs.trust)")
+    hint = re.escape(f"add env.import={MODULE} to this command (evaluate or export_policy in "
+                     f"Python: named=NamedCode(modules=frozenset({{'{MODULE}'}})), rltrain.envs.trust)")
     with pytest.raises(UserError, match=hint):
         evaluate(run_dir, episodes=4, write=False)
     # rebuilt from the checkpoint's config, once the user names the module again
@@ -343,5 +343,6 @@ def test_the_refusal_of_unnamed_code_gives_both_forms_with_every_module_in_order
     with pytest.raises(UserError) as refused:
         require_named(env, NamedCode(frozenset({"zeta.envs"})), "run/checkpoints/final.pt")
     assert str(refused.value).endswith(
-        "add env.import=alpha.extra to this command (from Python: named=NamedCode(modules="
+        "add env.import=alpha.extra to this command (evaluate or export_policy in Python: "
+        "named=NamedCode(modules="
         "frozenset({'alpha.extra', 'zeta.envs'})), rltrain.envs.trust)")
