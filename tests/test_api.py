@@ -5,6 +5,7 @@ run folders)."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -266,6 +267,18 @@ def test_seed_folders_from_python_are_grouped_by_their_experiment(tmp_path):
     assert all("algo.lr=" in g and "seed" not in g for g in groups)
 
 
+class RltrainLevels(logging.Handler):
+    """An application's handler: the levels of the rltrain records it received."""
+
+    def __init__(self):
+        super().__init__()
+        self.levels: list[int] = []
+
+    def emit(self, record):
+        if record.name.startswith("rltrain"):
+            self.levels.append(record.levelno)
+
+
 def test_train_log_gets_rltrains_lines_where_the_callers_logging_hides_them(tmp_path, monkeypatch):
     """An application (or pytest) with its root logger at WARNING: train.log stayed empty (never
     created), as the README says every run folder has one. The file gets the INFO lines; the
@@ -273,17 +286,8 @@ def test_train_log_gets_rltrains_lines_where_the_callers_logging_hides_them(tmp_
     given back as it was."""
     import logging
 
-    class Seen(logging.Handler):
-        def __init__(self):
-            super().__init__()
-            self.levels: list[int] = []
-
-        def emit(self, record):
-            if record.name.startswith("rltrain"):
-                self.levels.append(record.levelno)
-
     root, own = logging.getLogger(), logging.getLogger("rltrain")
-    seen = Seen()
+    seen = RltrainLevels()
     monkeypatch.setattr(root, "handlers", [seen])  # the app's own (earlier tests' left here)
     level = root.level
     root.setLevel(logging.WARNING)  # (setLevel: also clears the loggers' cached levels)
@@ -343,17 +347,8 @@ def test_an_apps_own_settings_of_the_rltrain_logger_hold_during_a_run(tmp_path, 
     that handler received every INFO line of the run, and WARNINGs reached the root anyway."""
     import logging
 
-    class Seen(logging.Handler):
-        def __init__(self):
-            super().__init__()
-            self.levels: list[int] = []
-
-        def emit(self, record):
-            if record.name.startswith("rltrain"):
-                self.levels.append(record.levelno)
-
     own, root = logging.getLogger("rltrain"), logging.getLogger()
-    mine, at_root = Seen(), Seen()
+    mine, at_root = RltrainLevels(), RltrainLevels()
     monkeypatch.setattr(root, "handlers", [at_root])
     monkeypatch.setattr(own, "handlers", [mine])
     monkeypatch.setattr(own, "propagate", False)
