@@ -284,7 +284,6 @@ def test_train_log_gets_rltrains_lines_where_the_callers_logging_hides_them(tmp_
     created), as the README says every run folder has one. The file gets the INFO lines; the
     caller's own handler still sees only what its level let through, and rltrain's logger is
     given back as it was."""
-    import logging
 
     root, own = logging.getLogger(), logging.getLogger("rltrain")
     seen = RltrainLevels()
@@ -306,7 +305,6 @@ def test_train_evaluate_and_export_leave_the_callers_process_as_they_found_it(
     a call from Python before (`rltrain/guest.py`): train() re-seeded the global generators
     (the app's next draws were seed 0's), left logging.basicConfig(INFO) on the root, failed
     under torch.no_grad() or with float64 as the default dtype."""
-    import logging
     import random
 
     import numpy as np
@@ -345,7 +343,6 @@ def test_train_evaluate_and_export_leave_the_callers_process_as_they_found_it(
 def test_an_apps_own_settings_of_the_rltrain_logger_hold_during_a_run(tmp_path, monkeypatch):
     """The app gave the `rltrain` logger its own handler at WARNING and stopped propagation:
     that handler received every INFO line of the run, and WARNINGs reached the root anyway."""
-    import logging
 
     own, root = logging.getLogger("rltrain"), logging.getLogger()
     mine, at_root = RltrainLevels(), RltrainLevels()
