@@ -171,15 +171,9 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     """
     from rltrain.config import EvalRunConfig
 
-    EvalRunConfig(str(ckpt), episodes, deterministic, seed, device, num_envs, video,
-                  video_episodes).validate()  # as `rltrain eval` checks them
-    if video and not write:
-        raise UserError("evaluate(video=True, write=False): videos are written to the run's "
-                        "eval/videos/ beside eval/results.json; pass write=True, or video=False")
-    if video:
-        from rltrain.video import require_av
-
-        require_av()  # a missing extra fails now, before any episode runs
+    request = EvalRunConfig(str(ckpt), episodes, deterministic, seed, device, num_envs, video,
+                            video_episodes)
+    _check_request(request, write)
     path, payload, cfg = load_checkpoint(ckpt, device, named)
     if write or video:
         from rltrain.run_dir import require_writable
@@ -221,6 +215,20 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
         out.write_text(json.dumps(result, indent=2))
         result["results_path"] = str(out)
     return result
+
+
+def _check_request(request: Any, write: bool) -> None:
+    """Refuse (one line), before any work, what `evaluate` cannot do: its arguments as
+    `rltrain eval` checks them (an `EvalRunConfig`), videos without writing, video without
+    its extra."""
+    request.validate()
+    if request.video and not write:
+        raise UserError("evaluate(video=True, write=False): videos are written to the run's "
+                        "eval/videos/ beside eval/results.json; pass write=True, or video=False")
+    if request.video:
+        from rltrain.video import require_av
+
+        require_av()  # a missing extra fails now, before any episode runs
 
 
 def _staged(folder: Path | None) -> Any:
