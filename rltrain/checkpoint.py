@@ -38,13 +38,16 @@ FORMAT_VERSION = 1
 
 
 def rng_state() -> dict[str, Any]:
-    """The torch, numpy and python RNG states as weights-only-loadable data."""
+    """The torch, numpy and python RNG states as weights-only-loadable data; the CUDA
+    generators' too once this process uses CUDA (asking for them starts CUDA on every GPU of
+    the machine: a CPU run, or an evaluation from Python, on a shared GPU node took memory on
+    each of its GPUs)."""
     legacy = np.random.get_state()
     state: dict[str, Any] = {"torch": torch.get_rng_state()}
     state["numpy"] = {"keys": torch.from_numpy(legacy[1].astype(np.int64)), "pos": int(legacy[2]),
                       "has_gauss": int(legacy[3]), "cached_gaussian": float(legacy[4])}
     state["python"] = random.getstate()
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 

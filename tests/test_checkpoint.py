@@ -197,6 +197,19 @@ def test_rng_state_round_trip_reproduces_the_same_random_numbers(tmp_path):
     assert draw_numbers() == first
 
 
+def test_rng_state_leaves_cuda_alone_until_the_process_uses_it(monkeypatch):
+    """On a GPU machine, asking for the CUDA generators' states starts CUDA on every GPU: a
+    CPU run's first checkpoint, or an evaluation called from Python (which keeps the caller's
+    random state), took memory on each GPU of a shared node."""
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: asked.append(1) or [])
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert "cuda" not in checkpoint.rng_state() and asked == []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert checkpoint.rng_state()["cuda"] == [] and asked == [1]
+
+
 # ---- what a checkpoint may contain: checked before writing (issue 20) --------------------------
 
 class Opaque:
