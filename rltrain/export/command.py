@@ -35,16 +35,10 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
     (discrete or box), `obs_shape`, `action_shape` (per observation) and `normalized_obs`.
     `named`: the user code named on the command line (see `envs/trust.py`).
     """
-    from rltrain.config import ExportConfig
     from rltrain.envs.make import make_env
     from rltrain.evaluation import build_agent, load_checkpoint
 
-    ExportConfig(str(ckpt), fmt, None if out is None else str(out), check_samples,
-                 seed).validate()  # as `rltrain export` checks them
-    formats.check_format(fmt)  # a missing extra fails before anything is loaded
-    if out is not None and Path(out).is_dir():
-        raise UserError(f"out={out} is a folder: give the file to write, e.g. "
-                        f"out={Path(out) / formats.FORMATS[fmt]}")
+    _check_request(ckpt, fmt, out, check_samples, seed)
     path, payload, cfg = load_checkpoint(ckpt, "cpu", named)
     target = Path(out) if out else RunDir.of_checkpoint(path).export / formats.FORMATS[fmt]
     require_writable(target.parent, f"export writes {target} (give out=<a file somewhere "
@@ -86,6 +80,21 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
             **obs_description(space), "action_shape": list(reference.shape[1:]),
             "normalized_obs": module.normalize,
             "metadata": metadata}
+
+
+def _check_request(ckpt: str | Path, fmt: str, out: str | Path | None, check_samples: int,
+                   seed: int) -> None:
+    """Refuse (one line), before anything is loaded, what `export_policy` cannot do: its
+    arguments as `rltrain export` checks them (an `ExportConfig`), a format whose extra is
+    missing, a folder given as the output file."""
+    from rltrain.config import ExportConfig
+
+    ExportConfig(str(ckpt), fmt, None if out is None else str(out), check_samples,
+                 seed).validate()
+    formats.check_format(fmt)
+    if out is not None and Path(out).is_dir():
+        raise UserError(f"out={out} is a folder: give the file to write, e.g. "
+                        f"out={Path(out) / formats.FORMATS[fmt]}")
 
 
 def check_export(run: formats.Runner, module: ExportedPolicy, obs: np.ndarray,
