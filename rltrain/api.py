@@ -170,6 +170,7 @@ def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, 
     from rltrain.runner.resume import resume_config
     from rltrain.runner.runner import Runner
     from rltrain.seeds.folder import batch_seeds
+    from rltrain.sweep import log_to
 
     if batch_seeds(cfg.resume):
         raise UserError(f"train(): resume={cfg.resume} is a batch of seeds; resume it with "
@@ -178,8 +179,6 @@ def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, 
     payload = checkpoint.load(ckpt)
     normalized = normalize_overrides(overrides)
     resumed = resume_config(payload["config"], composed_dict(normalized), normalized, str(ckpt))
-    from rltrain.sweep import log_to
-
     own = RunDir.of_checkpoint(ckpt).root
     folder = Path(run_dir) if run_dir is not None else own
     runner = Runner(resumed, folder, algo=algo, callbacks=callbacks, resume_from=payload)
