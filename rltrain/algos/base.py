@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from rltrain import obs as obs_ops
-from rltrain.algos.configs.base import OnPolicyConfig, SDEConfig
+from rltrain.algos.configs.base import OffPolicyConfig, OnPolicyConfig, SDEConfig
 from rltrain.algos.optim import Optimizer, clip_grad_norm, grad_norm
 from rltrain.errors import UserError
 from rltrain.nets.actor_critic import ActorCritic
@@ -164,6 +164,30 @@ def scheduled_lr(lr: float, lr_final: float, remaining: float) -> float:
 def on_policy_lr(cfg: OnPolicyConfig, progress_remaining: float) -> float:
     """PPO/A2C's learning rate: `cfg.lr`, annealed to 0 over the run when `cfg.anneal_lr`."""
     return scheduled_lr(cfg.lr, 0.0, progress_remaining) if cfg.anneal_lr else cfg.lr
+
+
+def off_policy_lr(cfg: OffPolicyConfig, lr: float, global_step: int) -> float:
+    """`lr`, one of an off-policy run's starting rates, at `global_step` env steps: constant
+    unless `cfg.lr_decay_steps` > 0; then scaled by the factor by which `cfg.lr` has decayed
+    linearly towards `cfg.lr_final` (`cfg.lr` itself: exactly `scheduled_lr`'s value)."""
+    if cfg.lr_decay_steps <= 0:
+        return lr
+    now = scheduled_lr(cfg.lr, cfg.lr_final, 1.0 - global_step / cfg.lr_decay_steps)
+    return now if lr == cfg.lr else lr * now / cfg.lr
+
+
+def decay_lrs(algo: Any, global_step: int, assign: Callable[[Any, float], None] | None = None
+              ) -> Metrics:
+    """Before an update's steps: set each optimizer in `algo.start_lrs` ({attribute name:
+    starting rate}) to its rate at `global_step` (`off_policy_lr`). Returns the metric
+    `train/learning_rate` (`lr`'s rate); nothing is set or returned at a constant rate.
+    `assign(optimizer, lr)` replaces `set_lr` for a seed batch's optimizers."""
+    cfg = algo.cfg
+    if cfg.lr_decay_steps <= 0:
+        return {}
+    for name, lr in algo.start_lrs.items():
+        (assign or set_lr)(getattr(algo, name), off_policy_lr(cfg, lr, global_step))
+    return {"train/learning_rate": off_policy_lr(cfg, cfg.lr, global_step)}
 
 
 def set_lr(optimizer: Optimizer, lr: float) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import pick_lr, polyak_update, td_target
+from rltrain.algos.base import decay_lrs, pick_lr, polyak_update, td_target
 from rltrain.algos.configs.ddpg import DDPGConfig
 from rltrain.algos.optim import adam
 from rltrain.nets.continuous import DeterministicActor, QEnsemble, add_gaussian_noise
@@ -25,8 +25,10 @@ class DDPG:
         self.critic = QEnsemble(critic, spec.action_dim, n=1).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optimizer = adam(self.actor.parameters(), pick_lr(cfg.actor_lr, cfg))
-        self.critic_optimizer = adam(self.critic.parameters(), pick_lr(cfg.critic_lr, cfg))
+        self.start_lrs = {"actor_optimizer": pick_lr(cfg.actor_lr, cfg),
+                          "critic_optimizer": pick_lr(cfg.critic_lr, cfg)}
+        self.actor_optimizer = adam(self.actor.parameters(), self.start_lrs["actor_optimizer"])
+        self.critic_optimizer = adam(self.critic.parameters(), self.start_lrs["critic_optimizer"])
         self.policy = self.actor
 
     @torch.no_grad()
@@ -36,11 +38,12 @@ class DDPG:
 
     def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
         """One critic step, one actor step, then a soft update of both targets."""
+        rates = decay_lrs(self, global_step)
         metrics = self._critic_step(batch)
         metrics["train/actor_loss"] = self._actor_step(batch.obs)
         polyak_update(self.critic_target, self.critic, self.cfg.tau)
         polyak_update(self.actor_target, self.actor, self.cfg.tau)
-        return metrics
+        return {**metrics, **rates}
 
     @torch.no_grad()
     def target(self, batch: TransitionBatch) -> torch.Tensor:

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 from rltrain.algos.base import (
     grad_norm_step,
+    off_policy_lr,
     polyak_update,
-    scheduled_lr,
     set_lr,
     td_target,
 )
@@ -83,10 +83,7 @@ class DQN:
 
     def learning_rate(self, global_step: int) -> float:
         """Learning rate at `global_step` env steps (constant unless `lr_decay_steps` > 0)."""
-        c = self.cfg
-        if c.lr_decay_steps <= 0:
-            return c.lr
-        return scheduled_lr(c.lr, c.lr_final, 1.0 - global_step / c.lr_decay_steps)
+        return off_policy_lr(self.cfg, self.cfg.lr, global_step)
 
     def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
         """One Huber-loss gradient step on `batch`, then the target update when due."""

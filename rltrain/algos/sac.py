@@ -11,6 +11,7 @@ import torch
 from rltrain import obs as obs_ops
 from rltrain.algos.base import (
     check_sde_spec,
+    decay_lrs,
     make_noise_clock,
     pick_lr,
     polyak_update,
@@ -39,11 +40,14 @@ class SAC:
         self.noise_clock = make_noise_clock(cfg, default_period=cfg.train_freq)
         self.critic = TwinQ(critic, spec.action_dim).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optimizer = adam(self.actor.parameters(), pick_lr(cfg.actor_lr, cfg))
-        self.critic_optimizer = adam(self.critic.parameters(), pick_lr(cfg.critic_lr, cfg))
+        self.start_lrs = {"actor_optimizer": pick_lr(cfg.actor_lr, cfg),
+                          "critic_optimizer": pick_lr(cfg.critic_lr, cfg),
+                          "alpha_optimizer": pick_lr(cfg.alpha_lr, cfg)}
+        self.actor_optimizer = adam(self.actor.parameters(), self.start_lrs["actor_optimizer"])
+        self.critic_optimizer = adam(self.critic.parameters(), self.start_lrs["critic_optimizer"])
         self.log_alpha = torch.tensor(math.log(cfg.alpha), device=self.device,
                                       requires_grad=cfg.autotune_alpha)
-        self.alpha_optimizer = adam([self.log_alpha], pick_lr(cfg.alpha_lr, cfg))
+        self.alpha_optimizer = adam([self.log_alpha], self.start_lrs["alpha_optimizer"])
         self.target_entropy = (-float(spec.action_dim) if cfg.target_entropy is None
                                else float(cfg.target_entropy))
         self.policy = self.actor
@@ -72,12 +76,13 @@ class SAC:
 
         Actor metrics repeat their latest values on steps that skip the actor.
         """
+        rates = decay_lrs(self, global_step)
         metrics = self._critic_step(batch)
         if self.n_updates % self.cfg.policy_delay == 0:
             self._actor_metrics = self._actor_alpha_step(batch.obs)
         polyak_update(self.critic_target, self.critic, self.cfg.tau)
         self.n_updates += 1
-        metrics.update(self._actor_metrics)
+        metrics.update(self._actor_metrics, **rates)
         metrics["train/alpha"] = self.alpha.item()
         return metrics
 

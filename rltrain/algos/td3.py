@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from rltrain.algos.base import (
+    decay_lrs,
     pick_lr,
     polyak_update,
     td_target,
@@ -30,8 +31,10 @@ class TD3:
         self.critic = TwinQ(critic, spec.action_dim).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optimizer = adam(self.actor.parameters(), pick_lr(cfg.actor_lr, cfg))
-        self.critic_optimizer = adam(self.critic.parameters(), pick_lr(cfg.critic_lr, cfg))
+        self.start_lrs = {"actor_optimizer": pick_lr(cfg.actor_lr, cfg),
+                          "critic_optimizer": pick_lr(cfg.critic_lr, cfg)}
+        self.actor_optimizer = adam(self.actor.parameters(), self.start_lrs["actor_optimizer"])
+        self.critic_optimizer = adam(self.critic.parameters(), self.start_lrs["critic_optimizer"])
         self.policy = self.actor
         self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
         self._actor_loss = 0.0
@@ -46,6 +49,7 @@ class TD3:
 
         `train/actor_loss` repeats the latest actor loss on steps that skip the actor.
         """
+        rates = decay_lrs(self, global_step)
         metrics = self._critic_step(batch)
         if self.n_updates % self.cfg.policy_delay == 0:
             self._actor_loss = self._actor_step(batch.obs)
@@ -53,7 +57,7 @@ class TD3:
             polyak_update(self.actor_target, self.actor, self.cfg.tau)
         self.n_updates += 1
         metrics["train/actor_loss"] = self._actor_loss
-        return metrics
+        return {**metrics, **rates}
 
     @torch.no_grad()
     def target_action(self, next_obs: torch.Tensor) -> torch.Tensor:

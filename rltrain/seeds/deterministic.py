@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from rltrain.algos.base import td_target
+from rltrain.algos.base import decay_lrs, td_target
 from rltrain.algos.ddpg import DDPG
 from rltrain.algos.td3 import TD3
 from rltrain.errors import UserError
-from rltrain.seeds.optim import SeedAdam
+from rltrain.seeds.optim import SeedAdam, set_seed_lr
 from rltrain.seeds.rng import SeedStreams
 from rltrain.seeds.stacked import StackedDeterministicActor, StackedEnsembleQ
 from rltrain.types import Metrics, TransitionBatch
@@ -40,6 +40,7 @@ class SeedDeterministic:
         self.critic_optimizer = SeedAdam(self.critic.parameters(),
                                          [m.critic_optimizer for m in members])
         self.everyone = [True] * len(members)
+        self.start_lrs = members[0].start_lrs
 
     def random_actions(self, num_envs: int) -> torch.Tensor:
         """Uniform actions in [-1, 1] `[S, N, A]` before learning starts, per seed's stream."""
@@ -91,6 +92,7 @@ class SeedTD3(SeedDeterministic):
     def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
         """Twin-critic step; every `policy_delay`-th call the actor step and target updates."""
         cfg = self.cfg
+        rates = decay_lrs(self, global_step, set_seed_lr)
         with torch.no_grad():
             next_action = self.actor_target(batch.next_obs)
             noise = (self.streams.draw("normal", next_action.shape[1:]) * cfg.target_noise).clamp(
@@ -108,8 +110,8 @@ class SeedTD3(SeedDeterministic):
         self.n_updates += 1
         rows = torch.cat([losses.detach(), q.detach().mean((1, 2)).unsqueeze(1)], 1).tolist()
         return [{"train/critic1_loss": r[0], "train/critic2_loss": r[1],
-                 "train/q_loss": (r[0] + r[1]) / 2, "train/mean_q": r[2], "train/actor_loss": a}
-                for r, a in zip(rows, self._actor_loss, strict=True)]
+                 "train/q_loss": (r[0] + r[1]) / 2, "train/mean_q": r[2], "train/actor_loss": a,
+                 **rates} for r, a in zip(rows, self._actor_loss, strict=True)]
 
     def sync(self) -> None:
         super().sync()
@@ -124,6 +126,7 @@ class SeedDDPG(SeedDeterministic):
 
     def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
         """One critic step, one actor step, then a soft update of both targets."""
+        rates = decay_lrs(self, global_step, set_seed_lr)
         with torch.no_grad():
             next_q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))[:, 0]
             y = td_target(batch.rewards, next_q, batch.terminated, self.cfg.gamma)
@@ -136,4 +139,4 @@ class SeedDDPG(SeedDeterministic):
         self._soft_update_targets()
         rows = torch.stack([loss.detach(), q.detach().mean(-1), actor_loss], 1).tolist()
         return [{"train/critic1_loss": r[0], "train/q_loss": r[0], "train/mean_q": r[1],
-                 "train/actor_loss": r[2]} for r in rows]
+                 "train/actor_loss": r[2], **rates} for r in rows]

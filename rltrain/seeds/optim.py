@@ -43,6 +43,11 @@ def _contiguous_view(t: torch.Tensor) -> torch.Tensor | None:
     return swapped if swapped.is_contiguous() else None
 
 
+def set_seed_lr(optimizer: _SeedOptimizer, lr: float) -> None:
+    """`set_lr` for a seed batch's optimizer (every seed steps at one rate)."""
+    optimizer.lr = lr
+
+
 class _SeedOptimizer:
     """Per-seed state over stacked leaf tensors, copied to and from each seed's own torch
     optimizer: one stacked tensor per parameter for each name in `STATE` (torch's names), and

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from rltrain.algos.base import td_target
+from rltrain.algos.base import decay_lrs, td_target
 from rltrain.algos.sac import SAC
 from rltrain.errors import UserError
-from rltrain.seeds.optim import SeedAdam
+from rltrain.seeds.optim import SeedAdam, set_seed_lr
 from rltrain.seeds.rng import SeedStreams
 from rltrain.seeds.stacked import StackedActor, StackedEnsembleQ
 from rltrain.types import Metrics, TransitionBatch
@@ -40,6 +40,7 @@ class SeedSAC:
                                          [m.critic_optimizer for m in members])
         self.alpha_optimizer = SeedAdam([self.log_alpha], [m.alpha_optimizer for m in members])
         self.target_entropy = members[0].target_entropy
+        self.start_lrs = members[0].start_lrs
         self.n_updates = members[0].n_updates
         self._actor_inputs = [*self.actor.parameters(),
                               *([self.log_alpha] if self.cfg.autotune_alpha else [])]
@@ -61,6 +62,7 @@ class SeedSAC:
     def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
         """Critic step; actor and α steps every `policy_delay`-th call; then the soft target
         update. One metrics dict per seed, as `SAC.update` returns it."""
+        rates = decay_lrs(self, global_step, set_seed_lr)
         alpha = self.log_alpha.detach().exp()  # [S]
         with torch.no_grad():
             next_action, next_log_prob = self.actor(batch.next_obs, self._noise(batch.rewards.shape[1]))
@@ -82,7 +84,7 @@ class SeedSAC:
                           self.log_alpha.detach().exp().unsqueeze(1)], 1).tolist()
         return [{"train/critic1_loss": r[0], "train/critic2_loss": r[1],
                  "train/q_loss": (r[0] + r[1]) / 2, "train/mean_q": r[2],
-                 "train/actor_loss": a[0], "train/entropy": a[1], "train/alpha": r[3]}
+                 "train/actor_loss": a[0], "train/entropy": a[1], "train/alpha": r[3], **rates}
                 for r, a in zip(rows, self._actor_rows, strict=True)]
 
     def _actor_alpha_step(self, obs: torch.Tensor, alpha: torch.Tensor) -> list[list[float]]:

@@ -93,6 +93,8 @@ TRAIN_CASES = [
     case(["algo=sac", "algo.target_entropy=nan"], "algo.target_entropy=nan must be a finite number"),
     case(["algo=sac", "algo.log_std_min=nan"], "algo.log_std_min=nan must be a finite number"),
     case(["algo=sac", "algo.tau=0"], "algo.tau=0.0 must be in (0, 1]"),
+    case(["algo=sac", "algo.lr_decay_steps=-1"], "algo.lr_decay_steps=-1.0 must be a finite number"),
+    case(["algo=td3", "algo.lr_final=nan"], "algo.lr_final=nan must be a finite number >= 0"),
     case(["algo=td3", "algo.target_noise=nan"], "algo.target_noise=nan must be a finite number >= 0"),
     case(["algo=ddpg", "algo.action_noise=nan"], "algo.action_noise=nan must be a finite number"),
     case(["algo=ddpg", "algo.critic_lr=nan"], "algo.critic_lr=nan must be a finite number > 0"),
@@ -237,7 +239,8 @@ def test_a_bare_checkpoint_path_is_one_line_asking_for_ckpt(command, trained_run
     [f"seed={SEED_MAX - 1}", "seeds_per_trial=2"],
     ["algo=a2c", "algo.rmsprop_alpha=1", "algo.optimizer_eps=0"],
     ["algo=dqn", "algo.exploration_final_eps=0", "algo.lr_final=0"],
-    ["algo=sac", "algo.tau=1.0", "algo.target_entropy=0", "algo.alpha_lr=1e-5"],
+    ["algo=sac", "algo.tau=1.0", "algo.target_entropy=0", "algo.alpha_lr=1e-5",
+     "algo.lr_decay_steps=${total_timesteps}", "algo.lr_final=0"],
     ["algo=td3", "algo.target_noise=0", "algo.action_noise=0"],
 ], ids=["ppo-low", "ppo-high", "seeds", "a2c", "dqn", "sac", "td3"])
 def test_boundary_values_are_accepted(overrides):

@@ -62,3 +62,17 @@ def test_unstackable_on_policy_seeds_run_as_their_single_runs(tmp_path, caplog, 
     with caplog.at_level(logging.INFO, logger="rltrain"):
         assert_batch_matches_single_runs(cfg, tmp_path, updates, rel=0.0)
     assert "cannot run stacked" in caplog.text and "without the batched speed-up" in caplog.text
+
+
+@pytest.mark.parametrize("algo,budget,updates", [
+    ("sac", 1000 + 149, 150),
+    ("ddpg", 1000 + 99, 100),
+])
+def test_seed_batch_decays_its_learning_rates_as_each_single_run(tmp_path, algo, budget, updates):
+    """`lr_decay_steps` over the run, with a separate actor rate: the batch's optimizers step at
+    each single run's rates (logged as train/learning_rate, compared with every metric)."""
+    cfg = compose_train_config([
+        f"algo={algo}", "env=Pendulum-v1", "num_seeds=2", "seed=5", f"total_timesteps={budget}",
+        "algo.lr_decay_steps=${total_timesteps}", "algo.actor_lr=2e-3", "eval.freq=0",
+        "eval.episodes=1", "logger=none", "progress=off"])
+    assert_batch_matches_single_runs(cfg, tmp_path, updates)

@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from rltrain.checks import check_finite, check_fraction, check_positive
+from rltrain.checks import check_finite, check_fraction, check_non_negative, check_positive
 from rltrain.errors import UserError
 from rltrain.nets.config import NetConfig
 
@@ -101,6 +101,13 @@ class OffPolicyConfig(AlgoConfig):
     """Gradient steps each time training happens."""
     tau: float = 0.005
     """Polyak coefficient of the target networks (1.0 = hard copy)."""
+    lr_decay_steps: float = 0
+    """Env steps over which the learning rate decays linearly from `lr` to `lr_final` (0: a
+    constant rate). RL-Zoo's `lin_<lr>` is `lr_decay_steps=${total_timesteps}` (to 0 over the
+    whole run, whatever its length). Separate actor, critic and α rates decay by the same
+    factor as `lr`."""
+    lr_final: float = 0.0
+    """Learning rate reached after `lr_decay_steps` env steps, and kept after them."""
 
     def validate(self, cfg: Any) -> None:
         """Cross-field checks shared by the off-policy algorithms."""
@@ -109,6 +116,8 @@ class OffPolicyConfig(AlgoConfig):
                 raise UserError(f"algo.{name}={getattr(self, name)} must be > 0")
         if self.learning_starts < 0:
             raise UserError(f"algo.learning_starts={self.learning_starts} must be >= 0")
+        for name in ("lr_decay_steps", "lr_final"):
+            check_non_negative(f"algo.{name}", getattr(self, name))
         check_fraction("algo.tau", self.tau, zero=False)
 
 

@@ -19,10 +19,6 @@ class DQNConfig(OffPolicyConfig):
     name: str = "dqn"
     lr: float = 6.3e-4
     """Adam learning rate of the Q-network (at step 0 when it decays)."""
-    lr_final: float = 0.0
-    """Learning rate reached after `lr_decay_steps` env steps."""
-    lr_decay_steps: int = 0
-    """Env steps over which the learning rate decays linearly to `lr_final` (0: constant lr)."""
     hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
     """Hidden layer widths of the Q-network (unless `net.*` sets them)."""
     activation: str = "relu"
@@ -56,11 +52,9 @@ class DQNConfig(OffPolicyConfig):
         super().validate(cfg)
         for name in ("exploration_initial_eps", "exploration_final_eps"):
             check_fraction(f"algo.{name}", getattr(self, name))
-        for name in ("lr_final", "max_grad_norm"):
-            check_non_negative(f"algo.{name}", getattr(self, name))
-        for name in ("exploration_steps", "lr_decay_steps"):
-            if getattr(self, name) < 0:
-                raise UserError(f"algo.{name}={getattr(self, name)} must be >= 0")
+        check_non_negative("algo.max_grad_norm", self.max_grad_norm)
+        if self.exploration_steps < 0:
+            raise UserError(f"algo.exploration_steps={self.exploration_steps} must be >= 0")
         if self.target_update_interval <= 0:
             raise UserError(
                 f"algo.target_update_interval={self.target_update_interval} must be > 0")
