@@ -82,8 +82,6 @@ def _train(cfg: TrainConfig, given: list[str] | None, run_dir: str | Path | None
     where = Path(run_dir) if run_dir is not None else None if cfg.resume else Path("outputs")
     if where is not None:  # a resume into its own folder: checked where the run is found
         require_writable(where, f"train writes the run into {where}")
-    if cfg.preset:
-        log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", cfg.preset)
     if cfg.resume and cfg.resume != "auto":
         return _resume(cfg, given or [], run_dir, algo, callbacks)
     if cfg.seeds_per_trial > 1:

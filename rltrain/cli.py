@@ -218,8 +218,6 @@ def _run_job(cfg: DictConfig) -> float:
     else:
         train_cfg = train_config_of(cfg)  # checked before Hydra started (unless a sweep's job)
     train_cfg = fit_threads(train_cfg)
-    if train_cfg.preset and payload is None:
-        log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", train_cfg.preset)
     if train_cfg.seeds_per_trial > 1 and payload is None:
         return run_seeds(train_cfg, run_dir)
     if train_cfg.num_seeds > 1:

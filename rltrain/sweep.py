@@ -216,17 +216,23 @@ def log_to(path: Path) -> Iterator[None]:
     logger at WARNING, as in an application or under pytest, or rltrain's own logger set
     higher): rltrain's logger is then lowered to INFO meanwhile, and its records reach the
     caller's handlers only at the level the caller had (`_AsBefore`), so the console and the
-    caller's own handlers show what they showed before."""
+    caller's own handlers show what they showed before. The same holds for rltrain's loggers
+    that the caller's `logging.config.dictConfig` disabled (its `disable_existing_loggers`,
+    on by default): enabled meanwhile, for the file only."""
     handler = _FolderFileHandler(path)
     handler.setFormatter(logging.Formatter("[%(asctime)s][%(levelname)s] %(message)s"))
     root, own = logging.getLogger(), logging.getLogger("rltrain")
     root.addHandler(handler)
-    hidden = own.getEffectiveLevel() > logging.INFO
+    muted = _disabled_loggers("rltrain")
+    hidden = bool(muted) or own.getEffectiveLevel() > logging.INFO
     saved = (own.level, own.propagate, list(own.handlers))
     if hidden:
-        own.handlers = [_AsBefore(own.getEffectiveLevel(), saved[2], saved[1])]
+        own.handlers = [_AsBefore(own.getEffectiveLevel(), saved[2], saved[1],
+                                  {lg.name for lg in muted})]
         own.setLevel(logging.INFO)
         own.propagate = False
+        for lg in muted:
+            lg.disabled = False
     try:
         yield
     finally:
@@ -234,23 +240,36 @@ def log_to(path: Path) -> Iterator[None]:
             own.handlers = saved[2]
             own.setLevel(saved[0])
             own.propagate = saved[1]
+            for lg in muted:
+                lg.disabled = True
         root.removeHandler(handler)
         handler.close()
+
+
+def _disabled_loggers(name: str) -> list[logging.Logger]:
+    """The logger `name` and those below it that are disabled (what `dictConfig` does to the
+    loggers that exist when it runs and that its config does not name)."""
+    return [lg for key, lg in list(logging.root.manager.loggerDict.items())
+            if isinstance(lg, logging.Logger) and lg.disabled
+            and (key == name or key.startswith(name + "."))]
 
 
 class _AsBefore(logging.Handler):
     """rltrain's logger while it is lowered to INFO for the run files (`log_to`), standing in
     for its own handlers and its propagation: a record at the caller's level goes where it
     went before (the logger's handlers, then the root's when it propagated), and every record
-    goes to the run files."""
+    goes to the run files. Records of `muted` loggers (disabled by the caller) go to the run
+    files only."""
 
-    def __init__(self, threshold: int, handlers: list[logging.Handler], propagate: bool):
+    def __init__(self, threshold: int, handlers: list[logging.Handler], propagate: bool,
+                 muted: set[str]):
         super().__init__()
         self.threshold, self.handlers, self.propagate = threshold, handlers, propagate
+        self.muted = muted
 
     def emit(self, record: logging.LogRecord) -> None:
         root = logging.getLogger()
-        shown = record.levelno >= self.threshold
+        shown = record.levelno >= self.threshold and record.name not in self.muted
         if shown:
             for h in self.handlers:
                 if record.levelno >= h.level:

@@ -183,7 +183,10 @@ def test_a_python_run_has_the_log_and_record_of_a_command_line_run(tmp_path, cap
     runs = [load_run(tmp_path / f"s{seed}") for seed in (0, 1)]
     assert runs[0].group == runs[1].group and "seed" not in runs[0].group
     assert {r.seed for r in runs} == {0, 1}
-    assert "training ppo on CartPole-v1" in (tmp_path / "s0" / "train.log").read_text()
+    log_text = (tmp_path / "s0" / "train.log").read_text()
+    assert "training ppo on CartPole-v1" in log_text
+    # the preset line, as the command line's train.log has it (it went to the console only)
+    assert "applied tuned preset conf/tuned/ppo_cartpole.yaml" in log_text
 
 
 def test_a_python_run_refused_at_start_writes_nothing(tmp_path, monkeypatch):
@@ -297,6 +300,35 @@ def test_train_log_gets_rltrains_lines_where_the_callers_logging_hides_them(tmp_
     assert "training ppo on CartPole-v1" in (tmp_path / "run" / "train.log").read_text()
     assert all(level >= logging.WARNING for level in seen.levels), seen.levels
     assert (own.level, own.propagate, own.handlers) == (logging.NOTSET, True, [])
+
+
+def test_train_log_gets_rltrains_lines_after_a_dictconfig_disabled_its_loggers(tmp_path,
+                                                                            monkeypatch):
+    """An application's `logging.config.dictConfig` (disable_existing_loggers: true, its
+    default) after importing rltrain: train.log was never created. The file gets the run's
+    lines; the application's handlers still get none, and the loggers stay disabled after."""
+    import logging.config
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    before = {name: lg.disabled for name, lg in logging.root.manager.loggerDict.items()
+              if isinstance(lg, logging.Logger)}
+    level = root.level
+    seen = RltrainLevels()
+    try:
+        logging.config.dictConfig({"version": 1, "handlers": {"app": {"class": "logging.NullHandler"}},
+                                   "root": {"handlers": ["app"], "level": "INFO"}})
+        root.addHandler(seen)
+        muted = [n for n in before if n.startswith("rltrain") and logging.getLogger(n).disabled]
+        assert "rltrain" in muted  # rltrain's logger, as the app left it
+        train(TINY, run_dir=tmp_path / "run")
+        assert all(logging.getLogger(n).disabled for n in muted)
+    finally:
+        for name, disabled in before.items():
+            logging.getLogger(name).disabled = disabled
+        root.setLevel(level)
+    assert "training ppo on CartPole-v1" in (tmp_path / "run" / "train.log").read_text()
+    assert seen.levels == []
 
 
 def test_train_evaluate_and_export_leave_the_callers_process_as_they_found_it(

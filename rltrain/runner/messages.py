@@ -22,8 +22,9 @@ log = logging.getLogger("rltrain")
 
 
 def say_start(cfg: TrainConfig, total: int, num_envs: int, device: torch.device,
-              run_dir: Path, ranks: int = 1) -> None:
-    """One line: what trains on what, for how long, where (`num_envs`: over all `ranks`)."""
+              run_dir: Path, ranks: int = 1, resumed: bool = False) -> None:
+    """One line: what trains on what, for how long, where (`num_envs`: over all `ranks`); then
+    the tuned preset applied (a fresh run's), or the defaults that matter where none was."""
     envs = plural(num_envs, "env") + (f": {ranks} ranks x {num_envs // ranks}" if ranks > 1 else "")
     log.info("training %s on %s for %s (%s, device %s) -> %s", cfg.algo.name, cfg.env.id,
              plural(total, "env step"), envs, device, run_dir)
@@ -32,6 +33,8 @@ def say_start(cfg: TrainConfig, total: int, num_envs: int, device: torch.device,
         log.info("recurrent %s core (%d units): trains on sequences of %s (algo.bptt_len%s)",
                  cfg.algo.recurrent, cfg.algo.recurrent_hidden_size, plural(seq, "step"),
                  "" if cfg.algo.bptt_len else "=0: gcd of algo.n_steps and algo.batch_size")
+    if cfg.preset is not None and not resumed:  # logged by the run: in its train.log too
+        log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", cfg.preset)
     if cfg.preset is None:
         log.info("no tuned preset for (%s, %s); using defaults (yours where you set them): %s",
                  cfg.algo.name, cfg.env.id, defaults_that_matter(cfg, num_envs))

@@ -184,7 +184,7 @@ class Runner:
             start=self.state.global_step, num_envs=envs, timer=self.timer,
             best=self.state.best_eval)
         say_start(cfg, self.state.total_timesteps, envs, self.device, self.run_dir,
-                  self.collective.world.size)
+                  self.collective.world.size, resumed=self.resumed)
         if preprocessing(cfg.env):
             log.info(preprocessing_line(self.env, cfg.env))
         say_encoders(cfg.algo, self.env.spec)
