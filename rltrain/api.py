@@ -79,6 +79,8 @@ def _train(cfg: TrainConfig, given: list[str] | None, run_dir: str | Path | None
     from rltrain.runner.setup import default_run_dir
     from rltrain.sweep import log_to
 
+    if run_dir is not None:  # fixed now: a chdir of the caller's mid-run must not split the run
+        run_dir = Path(run_dir).absolute()
     where = Path(run_dir) if run_dir is not None else None if cfg.resume else Path("outputs")
     if where is not None:  # a resume into its own folder: checked where the run is found
         require_writable(where, f"train writes the run into {where}")

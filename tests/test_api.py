@@ -99,6 +99,27 @@ def test_a_callback_stop_is_reported_as_a_callback(tmp_path):
     assert result["stopped"] == "callback"
 
 
+@pytest.mark.parametrize("run_dir", ["run", None])
+def test_a_chdir_of_the_callers_mid_run_leaves_the_run_in_one_folder(run_dir, tmp_path,
+                                                                     monkeypatch):
+    """A relative run_dir (or the default outputs/...) was resolved again at each write: a
+    callback (or another thread) that changed the working folder split the run's files, the
+    checkpoints and its .hydra record landing in the new folder."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "app")
+
+    def wander(state):
+        monkeypatch.chdir(tmp_path / "elsewhere")
+
+    train(TINY, run_dir=run_dir, callbacks={"post_update": [wander]})
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    runs = [p.parent for p in (tmp_path / "app").rglob("train.log")]
+    assert len(runs) == 1
+    assert (runs[0] / "checkpoints" / "final.pt").is_file()
+    assert (runs[0] / ".hydra" / "overrides.yaml").is_file()
+
+
 @pytest.mark.parametrize("threads", [1, 0])
 def test_a_run_gives_the_callers_torch_threads_back(threads, tmp_path):
     """`torch_threads=1` stayed set after the run: the caller's process, and the next run's

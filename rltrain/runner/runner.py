@@ -72,7 +72,9 @@ class Runner:
         self.cfg = cfg
         # the plain dict checkpoints store; built once (it took ~12 ms, half of each save)
         self.config_dict = config_to_dict(cfg)
-        self.run_dir = Path(run_dir) if run_dir is not None else setup.default_run_dir()
+        # absolute: a caller that changes its working folder mid-run (a callback, another
+        # thread) must not split the run's files between two folders
+        self.run_dir = (Path(run_dir) if run_dir is not None else setup.default_run_dir()).absolute()
         self.paths = RunDir(self.run_dir)
         self.device = setup.resolve_device(cfg.device)
         setup.seed_everything(cfg.seed)

@@ -52,8 +52,9 @@ def check_data_parallel(algo: str, family: str, ranks: int) -> None:
 
 def default_run_dir() -> Path:
     """A new `outputs/<YYYY-MM-DD>/<HH-MM-SS>[-k]` in the current folder (the Hydra layout),
-    claimed: runs started within one second get `-1`, `-2`... as on the command line."""
-    return claim_default_run_dir()
+    claimed: runs started within one second get `-1`, `-2`... as on the command line. Absolute,
+    so that a chdir of the caller's during the run does not move where it writes."""
+    return claim_default_run_dir().absolute()
 
 
 def build_callbacks(by_event: dict[str, list[Callback]] | None) -> Callbacks:

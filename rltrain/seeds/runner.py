@@ -42,7 +42,7 @@ class SeedRunner:
                  resume_from: dict[int, tuple[TrainConfig, dict[str, Any]]] | None = None):
         """A new batch of `cfg.num_seeds` seeds from `cfg.seed`; or, with `resume_from`
         (seed -> its run's config and checkpoint payload), those seeds where they stopped."""
-        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.cfg, self.run_dir = cfg, Path(run_dir).absolute()  # as the Runner's (a chdir mid-run)
         self.overrides: list[str] = []
         """A batch started from Python with an override list: those overrides, which each seed's
         `.hydra/` record repeats (`_record_seeds`), so `rltrain report` tells batches apart."""
