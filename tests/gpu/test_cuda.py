@@ -134,23 +134,27 @@ def test_a_seed_batch_trains_on_the_device(name, tmp_path):
         assert all(torch.isfinite(t).all() for t in agent.values() if t.is_floating_point())
 
 
-@pytest.mark.parametrize("algo,env_id,budget,updates,rel", [
-    ("ppo", "CartPole-v1", 5 * 32 * 8, 5, 1e-4),
-    ("dqn", "CartPole-v1", 1700, 3, 1e-4),
-    ("sac", "Pendulum-v1", 1000 + 49, 50, 1e-4),
-    ("td3", "Pendulum-v1", 1000 + 49, 50, 1e-4),
-    ("ppo_lstm", "CartPoleNoVel-v1", 3 * 32 * 8, 3, 0.0),
-])
+@pytest.mark.parametrize("algo,env_id,budget,updates,rel,extra", [
+    ("ppo", "CartPole-v1", 5 * 32 * 8, 5, 1e-4, []),
+    ("dqn", "CartPole-v1", 1700, 3, 1e-4, []),
+    ("sac", "Pendulum-v1", 1000 + 49, 50, 1e-4, []),
+    ("sac", "Pendulum-v1", 1000 + 49, 50, 1e-4,
+     ["algo.lr_decay_steps=${total_timesteps}", "algo.actor_lr=2e-3"]),
+    ("td3", "Pendulum-v1", 1000 + 49, 50, 1e-4, []),
+    ("ppo_lstm", "CartPoleNoVel-v1", 3 * 32 * 8, 3, 0.0, []),
+], ids=["ppo", "dqn", "sac", "sac-lr-decay", "td3", "ppo_lstm"])
 def test_a_seed_in_a_device_batch_matches_its_single_device_run(tmp_path, algo, env_id, budget,
-                                                                updates, rel):
+                                                                updates, rel, extra):
     """Each seed draws from a generator on the device holding what its single run's device
     generator holds (tests/seeds/test_equivalence.py on the CPU): metric by metric, to the
-    rounding of batched sums (stacked) or exactly (seed by seed: ppo_lstm)."""
+    rounding of batched sums (stacked) or exactly (seed by seed: ppo_lstm); with a decaying
+    learning rate too (the batch's rates set on the device's optimizers)."""
     from tests.seeds.helpers import assert_batch_matches_single_runs
 
     cfg = compose_train_config([
         f"algo={algo}", f"env={env_id}", "num_seeds=3", "seed=5", f"total_timesteps={budget}",
-        f"device={DEVICE}", "eval.freq=0", "eval.episodes=1", "logger=none", "progress=off"])
+        f"device={DEVICE}", "eval.freq=0", "eval.episodes=1", "logger=none", "progress=off",
+        *extra])
     assert_batch_matches_single_runs(cfg, tmp_path, updates, rel=rel)
 
 
@@ -278,16 +282,21 @@ def test_torchrun_with_device_cuda_trains_over_nccl(tmp_path):
     assert saved["counters"]["global_step"] >= 256
 
 
-@pytest.mark.parametrize("kl_stop", [False, True], ids=["fused", "foreach"])
-def test_seed_adam_on_the_device_is_each_seeds_own_adam(kl_stop):
+@pytest.mark.parametrize("kl_stop", [False, True], ids=["in-step", "per-seed"])
+def test_seed_adam_on_the_device_is_each_seeds_own_adam(kl_stop, monkeypatch):
     """The batch's Adam over stacked parameters on the device, against each seed's fused torch
     Adam there, within rounding (the CPU's vectorized kernel rounds a seed's slice of a stacked
-    tensor differently in the last bit): while every seed steps (the fused kernel on both
-    sides), and when seed 1 sits out two steps (a KL stop: the foreach path, whose step sizes
-    are computed on the CPU and must reach the device; Linear weights laid out as `Stacked`
-    lays them out)."""
+    tensor differently in the last bit): while every seed steps (the fused kernel over the
+    stacked tensors), and when seed 1 sits out two steps (a KL stop: the fused kernel over each
+    active seed's slices with its own step count on the device; Linear weights laid out as
+    `Stacked` lays them out). The foreach fallback is barred: it must not stand in unseen."""
     from rltrain.seeds.optim import SeedAdam
     from tests.seeds.test_optim import _nets, _stacked
+
+    def no_fallback(self, active):
+        raise AssertionError("SeedAdam fell back to its foreach path")
+
+    monkeypatch.setattr(SeedAdam, "_foreach", no_fallback)
 
     nets = [net.to(DEVICE) for net in _nets(3)]
     opts = [torch.optim.Adam(n.parameters(), lr=1e-2, eps=1e-5, fused=True) for n in nets]
@@ -298,7 +307,7 @@ def test_seed_adam_on_the_device_is_each_seeds_own_adam(kl_stop):
         active = [True, not (kl_stop and step in (2, 3)), True]
         grads = [torch.randn(p.shape, generator=gen).to(DEVICE) for p in stacked]
         for p, g in zip(stacked, grads, strict=True):
-            p.grad = g.clone()
+            p.grad = torch.empty_like(p).copy_(g)  # autograd's layout: the parameter's
         seed_adam.step(active)
         for k, (net, opt) in enumerate(zip(nets, opts, strict=True)):
             if active[k]:
