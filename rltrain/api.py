@@ -33,11 +33,15 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     """
     from rltrain.errors import UserError
     from rltrain.guest import guest
+    from rltrain.run_target import with_saved_algo
 
     if isinstance(overrides, str):  # train("algo=ppo env=CartPole-v1")
         raise UserError(f"train() takes a list of overrides, not one string: "
                         f"train({overrides.split()!r})")
-    given = None if isinstance(overrides, TrainConfig) else [str(o) for o in overrides or []]
+    # resume=<run>: its algo= option first, so its algo.* overrides are checked against that
+    # algorithm's fields, as on the command line (they were "unknown" against PPO's)
+    given = (None if isinstance(overrides, TrainConfig)
+             else with_saved_algo([str(o) for o in overrides or []]))
     cfg = _config(overrides if given is None else given)
     if not _BUSY.acquire(blocking=False):
         raise UserError("train() is already running in another thread of this process; rltrain "
@@ -179,7 +183,7 @@ def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, 
     payload = checkpoint.load(ckpt)
     normalized = normalize_overrides(overrides)
     resumed = resume_config(payload["config"], composed_dict(normalized), normalized, str(ckpt))
-    own = RunDir.of_checkpoint(ckpt).root
+    own = RunDir.of_checkpoint(ckpt).root.absolute()  # fixed now, as in `_train`
     folder = Path(run_dir) if run_dir is not None else own
     runner = Runner(resumed, folder, algo=algo, callbacks=callbacks, resume_from=payload)
     paths = RunDir(folder)

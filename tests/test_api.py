@@ -175,6 +175,23 @@ def test_a_resume_from_the_command_line_checks_algo_fields_against_the_saved_alg
     assert Path(tmp_path / "dqn").is_dir()
 
 
+def test_a_resume_from_python_checks_algo_fields_against_the_saved_algorithm(tmp_path,
+                                                                            monkeypatch):
+    """train(["resume=<a SAC run>", "algo.lr_decay_steps=..."]) was "unknown field" (composed
+    with the default algorithm, PPO): the run's algo= comes first, as on the command line; the
+    decay stretched with the budget, the run trains on to the new end."""
+    monkeypatch.chdir(tmp_path)
+    train(["algo=sac", "env=Pendulum-v1", "total_timesteps=300", "algo.learning_starts=100",
+           "algo.hidden_sizes=[8]", "algo.lr_decay_steps=${total_timesteps}", "eval.episodes=1",
+           "logger=none", "progress=off"], run_dir="sac")
+    with pytest.raises(UserError, match="add algo.lr_decay_steps=600 to stretch the decay"):
+        train(["resume=sac", "total_timesteps=600"])
+    train(["resume=sac", "total_timesteps=600", "algo.lr_decay_steps=${total_timesteps}"])
+    saved = checkpoint.load(tmp_path / "sac" / "checkpoints" / "final.pt")
+    assert saved["counters"]["global_step"] == 600
+    assert saved["config"]["algo"]["lr_decay_steps"] == 600
+
+
 def test_a_runner_given_resume_without_a_checkpoint_never_trains_over_a_finished_run(tmp_path):
     """`Runner(cfg)` with `cfg.resume` set but no `resume_from` payload starts from scratch:
     it opened the finished run's folder as a resume would, and overwrote its final.pt."""

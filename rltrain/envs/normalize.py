@@ -20,9 +20,12 @@ from rltrain.obs import Obs
 from rltrain.types import EnvSpec, StepResult
 
 
-def in_numpy(t: torch.Tensor) -> bool:
-    """Whether the per-step arithmetic on `t` runs in numpy (a CPU tensor; see the module)."""
-    return t.device.type == "cpu"
+def in_numpy(t: torch.Tensor, dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64),
+             ) -> bool:
+    """Whether the per-step arithmetic on `t` runs in numpy (see the module): a CPU tensor of
+    one of `dtypes` (numpy's product of another dtype is not torch's) that needs no grad (a
+    user's batched env may return any float dtype, or tensors of a differentiable simulator)."""
+    return t.device.type == "cpu" and t.dtype in dtypes and not t.requires_grad
 
 
 class RunningMeanStd:
@@ -217,7 +220,7 @@ class ScaleReward:
 
     def step(self, action: torch.Tensor) -> StepResult:
         res = self.env.step(action)
-        if in_numpy(self._ret):  # the same ops in numpy, on views (see the module)
+        if in_numpy(res.reward, (torch.float32,)):  # the same ops in numpy (see the module)
             return self._step_numpy(res)
         if self.training:
             self._ret.mul_(self.gamma).add_(res.reward)

@@ -24,6 +24,9 @@ log = logging.getLogger("rltrain")
 # Overrides that may change when resuming: budgets, logging, evaluation and checkpoint cadence.
 RESUMABLE = ("total_timesteps", "progress", "device", "torch_threads", "logger", "eval",
              "checkpoint", "resume", "hydra")
+SCHEDULE = ("algo.lr_decay_steps", "algo.lr_final")
+"""The off-policy learning-rate schedule, which may change with the budget when resuming (the
+saved config holds it resolved: `${total_timesteps}` does not follow a new budget by itself)."""
 
 
 def make_payload(ctx: LoopContext, schedule: Schedule, config: dict[str, Any],
@@ -183,9 +186,14 @@ def resume_config(saved: dict[str, Any], composed: dict[str, Any], overrides: li
             continue
         if item == "~tuned":  # added beside a repeated env.id= (normalize_overrides): a resume
             continue          # applies no preset anyway
+        if key in SCHEDULE and _get(saved, key) is not _ABSENT \
+                and _get(composed, key) is not _ABSENT:
+            merged["algo"] = {**merged["algo"], key.split(".")[1]: _get(composed, key)}
+            continue
         if top not in RESUMABLE:
             old, new = _get(saved, key), _get(composed, key)
-            only = f"only {', '.join(RESUMABLE[:-2])} may change when resuming"
+            only = (f"only {', '.join(RESUMABLE[:-2])} and the learning-rate decay "
+                    f"({', '.join(SCHEDULE)}) may change when resuming")
             if old is _ABSENT and new is _ABSENT:  # a preset group (debug=, tuned=): not a value
                 raise UserError(f"resume: `{item}` selects a preset, which cannot be applied to a "
                                 f"resumed run; {only}")
@@ -197,7 +205,25 @@ def resume_config(saved: dict[str, Any], composed: dict[str, Any], overrides: li
             continue
         if top in composed and top != "hydra":
             merged[top] = composed[top]
-    return to_train_config(merged, here=True)  # a resumed run trains on this machine
+    cfg = to_train_config(merged, here=True)  # a resumed run trains on this machine
+    _check_decay_covers(saved, cfg)
+    return cfg
+
+
+def _check_decay_covers(saved: dict[str, Any], cfg: TrainConfig) -> None:
+    """Refuse a budget that goes on past a learning-rate decay to 0 which covered the run (its
+    `${total_timesteps}`, resolved when the run started): the steps after it would learn
+    nothing."""
+    steps, final = getattr(cfg.algo, "lr_decay_steps", 0), getattr(cfg.algo, "lr_final", None)
+    before = saved.get("total_timesteps")
+    if not steps or final != 0 or not isinstance(before, (int, float)):
+        return
+    if before <= steps < cfg.total_timesteps:
+        raise UserError(
+            f"resume: total_timesteps={cfg.total_timesteps:g} goes past algo.lr_decay_steps="
+            f"{steps:g}, where the learning rate reaches algo.lr_final=0: the steps after it "
+            f"would learn nothing; add algo.lr_decay_steps={cfg.total_timesteps:g} to stretch "
+            f"the decay over the new budget, or algo.lr_final=<rate> to go on at that rate")
 
 
 _ABSENT = object()  # a key that is not in the config (as opposed to one set to None)

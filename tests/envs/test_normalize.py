@@ -149,14 +149,17 @@ class RandomEnv:
     """A VecEnv of random float32 observations, rewards of every scale and random episode ends
     (`final_obs` its own tensor on the rows that ended, else `obs` itself), from a seed."""
 
-    def __init__(self, num_envs: int, dim: int, seed: int):
+    def __init__(self, num_envs: int, dim: int, seed: int, dtypes=(torch.float32, torch.float32),
+                 grad: bool = False):
         self.spec = EnvSpec((dim,), "discrete", 2, num_envs)
         self.device = torch.device("cpu")
         self.gen = torch.Generator().manual_seed(seed)
+        self.dtypes, self.grad = dtypes, grad
 
     def _obs(self) -> torch.Tensor:
         n, dim = self.spec.num_envs, self.spec.obs_shape[0]
-        return torch.randn(n, dim, generator=self.gen) * 10 ** torch.randint(-3, 4, (1,), generator=self.gen)
+        x = torch.randn(n, dim, generator=self.gen) * 10 ** torch.randint(-3, 4, (1,), generator=self.gen)
+        return x.to(self.dtypes[0]).requires_grad_(self.grad)
 
     def reset(self, seed=None):
         return self._obs()
@@ -167,20 +170,31 @@ class RandomEnv:
         ended = torch.rand(n, generator=self.gen) < 0.05
         reward = torch.randn(n, generator=self.gen) * 10 ** torch.randint(-2, 3, (1,), generator=self.gen)
         final = torch.where(ended.unsqueeze(1), self._obs(), obs) if ended.any() else obs
-        return StepResult(obs, reward.float(), ended, torch.zeros(n, dtype=torch.bool), final)
+        return StepResult(obs, reward.to(self.dtypes[1]).requires_grad_(self.grad), ended,
+                          torch.zeros(n, dtype=torch.bool), final)
 
     def close(self):
         pass
 
 
-@pytest.mark.parametrize("num_envs", [1, 3])
-def test_the_numpy_path_on_the_cpu_is_the_torch_path_bit_for_bit(num_envs, monkeypatch):
+@pytest.mark.parametrize(("num_envs", "dtypes", "grad"), [
+    (1, (torch.float32, torch.float32), False),
+    (3, (torch.float32, torch.float32), False),
+    (1, (torch.float64, torch.float64), False),  # a batched env's own dtypes: any float
+    (2, (torch.bfloat16, torch.float16), False),
+    (2, (torch.float32, torch.float32), True),  # a differentiable simulator's tensors
+])
+def test_the_numpy_path_on_the_cpu_is_the_torch_path_bit_for_bit(num_envs, dtypes, grad,
+                                                                 monkeypatch):
     """The CPU's numpy arithmetic (and the one-row fold) against torch's ops, 400 steps of
-    observations, rewards and episode ends at scales from 1e-3 to 1e3: every output equal."""
+    observations, rewards and episode ends at scales from 1e-3 to 1e3: every output equal, in
+    value and dtype (a float64 reward came back float64 and off in the 8th digit; bfloat16 or
+    grad-requiring tensors raised in numpy)."""
     from rltrain.envs import normalize
 
     def run() -> list[torch.Tensor]:
-        env = ScaleReward(NormalizeObs(RandomEnv(num_envs, 5, seed=3), clip=5.0), gamma=0.99)
+        env = ScaleReward(NormalizeObs(RandomEnv(num_envs, 5, 3, dtypes, grad), clip=5.0),
+                          gamma=0.99)
         outs = [env.reset()]
         for _ in range(400):
             res = env.step(None)
@@ -189,8 +203,9 @@ def test_the_numpy_path_on_the_cpu_is_the_torch_path_bit_for_bit(num_envs, monke
         return [*outs, rms.mean, rms.var, env.rms.mean, env.rms.var]
 
     fast = run()
-    monkeypatch.setattr(normalize, "in_numpy", lambda t: False)
+    monkeypatch.setattr(normalize, "in_numpy", lambda *args: False)
     monkeypatch.setattr(RunningMeanStd, "_fold_row", lambda self, row: self._fold(
         row, torch.var_mean(row.unsqueeze(0), 0, correction=0)[0], 1))
     reference = run()
-    assert all(a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(fast, reference, strict=True))
+    assert all(a.dtype == b.dtype and torch.equal(a.detach(), b.detach())
+               for a, b in zip(fast, reference, strict=True))

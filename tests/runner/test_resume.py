@@ -271,3 +271,37 @@ def test_resume_auto_finds_only_an_unfinished_run(tmp_path):
     assert find_resume_checkpoint(str(tmp_path), Path(".")) == latest
     assert run_dir_of(latest) == tmp_path
     assert run_dir_of(tmp_path / "elsewhere.pt") == tmp_path
+
+
+DECAYING = ["algo=sac", "env=Pendulum-v1", "total_timesteps=1000",
+            "algo.lr_decay_steps=${total_timesteps}"]
+
+
+def decaying_resume(overrides: list[str]) -> TrainConfig:
+    """`resume_with` for a SAC run whose rate decayed to 0 over its 1000 steps."""
+    saved = config_to_dict(to_train_config(compose_checked("config", DECAYING)))
+    composed = OmegaConf.to_container(compose_checked("config", [*DECAYING, *overrides]),
+                                      resolve=True)
+    return resume_config(saved, composed, ["resume=/some/run", *overrides])
+
+
+def test_a_budget_past_a_finished_decay_to_zero_is_refused_naming_the_fix():
+    """The saved config holds `${total_timesteps}` resolved (1000): a resume to 2000 trained its
+    last 1000 steps at a learning rate of 0, learning nothing, without a word."""
+    with pytest.raises(UserError) as err:
+        decaying_resume(["total_timesteps=2000"])
+    assert str(err.value) == (
+        "resume: total_timesteps=2000 goes past algo.lr_decay_steps=1000, where the learning rate "
+        "reaches algo.lr_final=0: the steps after it would learn nothing; add "
+        "algo.lr_decay_steps=2000 to stretch the decay over the new budget, or "
+        "algo.lr_final=<rate> to go on at that rate")
+
+
+@pytest.mark.parametrize(("overrides", "decay", "final"), [
+    (["total_timesteps=2000", "algo.lr_decay_steps=${total_timesteps}"], 2000, 0.0),
+    (["total_timesteps=2000", "algo.lr_final=1e-5"], 1000, 1e-5),
+    (["total_timesteps=800"], 1000, 0.0),  # a shorter budget: nothing trains at 0
+])
+def test_the_decay_may_change_with_the_budget_when_resuming(overrides, decay, final):
+    cfg = decaying_resume(overrides)
+    assert (cfg.algo.lr_decay_steps, cfg.algo.lr_final) == (decay, final)
