@@ -118,6 +118,12 @@ def test_a_chdir_of_the_callers_mid_run_leaves_the_run_in_one_folder(run_dir, tm
     assert len(runs) == 1
     assert (runs[0] / "checkpoints" / "final.pt").is_file()
     assert (runs[0] / ".hydra" / "overrides.yaml").is_file()
+    if run_dir is None:
+        return
+    monkeypatch.chdir(tmp_path / "app")  # a resume of the relative folder: its record too
+    train(["resume=run", "total_timesteps=128"], callbacks={"post_update": [wander]})
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    assert (runs[0] / ".hydra" / "resume" / "overrides.yaml").is_file()
 
 
 @pytest.mark.parametrize("threads", [1, 0])
