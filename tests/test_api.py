@@ -530,7 +530,7 @@ def test_train_into_a_folder_it_cannot_write_is_one_line(tmp_path, monkeypatch):
         train(TINY, run_dir=tmp_path / "run")
 
 
-def test_ctrl_c_during_train_saves_the_run_then_reaches_the_caller(tmp_path):
+def test_ctrl_c_during_train_saves_the_run_then_reaches_the_caller(tmp_path, request):
     """train() stopped gracefully on Ctrl-C and returned {"stopped": "SIGINT"}: an application
     looping over runs went on to the next one. The checkpoint is saved, then the caller gets
     its KeyboardInterrupt."""
@@ -541,6 +541,10 @@ def test_ctrl_c_during_train_saves_the_run_then_reaches_the_caller(tmp_path):
         if state.iteration == 1:
             os.kill(os.getpid(), signal.SIGINT)
 
+    # the caller's handler is Python's default: a suite started in the background (`make test
+    # &`, nohup) inherits SIGINT ignored, and then the signal passed on is ignored too, rightly
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     with pytest.raises(KeyboardInterrupt):
         train([*TINY, "total_timesteps=256"], run_dir=tmp_path / "run",
               callbacks={"post_iteration": [press_ctrl_c]})
