@@ -291,7 +291,7 @@ def test_seed_adam_on_the_device_is_each_seeds_own_adam(kl_stop, monkeypatch):
     active seed's slices with its own step count on the device; Linear weights laid out as
     `Stacked` lays them out). The foreach fallback is barred: it must not stand in unseen."""
     from rltrain.seeds.optim import SeedAdam
-    from tests.seeds.test_optim import _nets, _stacked
+    from tests.seeds.test_optim import _nets, _stacked, _step_once
 
     def no_fallback(self, active):
         raise AssertionError("SeedAdam fell back to its foreach path")
@@ -305,15 +305,8 @@ def test_seed_adam_on_the_device_is_each_seeds_own_adam(kl_stop, monkeypatch):
     gen = torch.Generator().manual_seed(1)
     for step in range(5):
         active = [True, not (kl_stop and step in (2, 3)), True]
-        grads = [torch.randn(p.shape, generator=gen).to(DEVICE) for p in stacked]
-        for p, g in zip(stacked, grads, strict=True):
-            p.grad = torch.empty_like(p).copy_(g)  # autograd's layout: the parameter's
-        seed_adam.step(active)
-        for k, (net, opt) in enumerate(zip(nets, opts, strict=True)):
-            if active[k]:
-                for p, g in zip(net.parameters(), grads, strict=True):
-                    p.grad = g[k].contiguous().clone()
-                opt.step()
+        _step_once(stacked, seed_adam, nets, opts, active,
+                   [torch.randn(p.shape, generator=gen).to(DEVICE) for p in stacked])
     for k, net in enumerate(nets):
         for p, s in zip(net.parameters(), stacked, strict=True):
             torch.testing.assert_close(s[k].detach(), p.detach(), rtol=1e-5, atol=1e-6)

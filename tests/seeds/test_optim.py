@@ -23,6 +23,22 @@ def _stacked(nets: list[nn.Module], transposed: bool = False) -> list[torch.Tens
             .requires_grad_() for ps in zip(*(n.parameters() for n in nets), strict=True)]
 
 
+def _step_once(stacked: list[torch.Tensor], seed_adam: SeedAdam, nets: list[nn.Module],
+               opts: list, active: list[bool], grads: list[torch.Tensor],
+               like_param: bool = True) -> None:
+    """One step of the batch's Adam on `grads` and of each active seed's own optimizer on its
+    slice of them; `like_param`: the stacked gradients get their parameter's strides
+    (autograd's layout), else contiguous ones."""
+    for p, g in zip(stacked, grads, strict=True):
+        p.grad = torch.empty_like(p).copy_(g) if like_param else g.clone()
+    seed_adam.step(active)
+    for k, (net, opt) in enumerate(zip(nets, opts, strict=True)):
+        if active[k]:
+            for p, g in zip(net.parameters(), grads, strict=True):
+                p.grad = g[k].contiguous().clone()
+            opt.step()
+
+
 def test_clip_per_seed_is_clip_grad_norm_per_seed():
     nets = _nets(3)
     stacked = _stacked(nets)
@@ -82,15 +98,8 @@ def test_a_seed_left_behind_by_a_kl_stop_steps_as_its_fused_adam_bit_for_bit(tra
     gen = torch.Generator().manual_seed(1)
     for step in range(6):
         active = [True, step not in (2, 3), step != 4]
-        grads = [torch.randn(p.shape, generator=gen) for p in stacked]
-        for p, g in zip(stacked, grads, strict=True):
-            p.grad = torch.empty_like(p).copy_(g)  # autograd's layout: the parameter's
-        seed_adam.step(active)
-        for k, (net, opt) in enumerate(zip(nets, opts, strict=True)):
-            if active[k]:
-                for p, g in zip(net.parameters(), grads, strict=True):
-                    p.grad = g[k].clone()
-                opt.step()
+        _step_once(stacked, seed_adam, nets, opts, active,
+                   [torch.randn(p.shape, generator=gen) for p in stacked])
         for k, net in enumerate(nets):
             for p, s in zip(net.parameters(), stacked, strict=True):
                 assert torch.equal(s[k].detach(), p.detach()), (step, k)
@@ -161,11 +170,5 @@ def _step_both(stacked, seed_adam, nets, opts, steps: int, like_param: bool = Tr
     gradients get their parameter's strides, else contiguous ones."""
     gen = torch.Generator().manual_seed(2)
     for _ in range(steps):
-        grads = [torch.randn(p.shape, generator=gen) for p in stacked]
-        for p, g in zip(stacked, grads, strict=True):
-            p.grad = torch.empty_like(p).copy_(g) if like_param else g.clone()
-        seed_adam.step([True] * len(nets))
-        for k, (net, opt) in enumerate(zip(nets, opts, strict=True)):
-            for p, g in zip(net.parameters(), grads, strict=True):
-                p.grad = g[k].clone()
-            opt.step()
+        _step_once(stacked, seed_adam, nets, opts, [True] * len(nets),
+                   [torch.randn(p.shape, generator=gen) for p in stacked], like_param)
