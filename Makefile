@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # (it downgrades protobuf): only their missing-package messages are tested.
 EXTRAS ?= dev,sweep,slurm,video,export,wandb,bench,box2d,mujoco,atari
 
-.PHONY: install train test test-gpu test-ray test-all bench bench-quality lint clean
+.PHONY: install train test test-gpu test-ray test-all bench bench-quality bench-presets lint clean
 
 install: $(STAMP)
 
@@ -68,6 +68,9 @@ bench-quality: install  ## the `slow` learning tests (pytest -m slow), then benc
 	$(BIN)/python -m pytest -m slow -q
 	$(BIN)/python benchmarks/quality.py $(ARGS)
 	$(BIN)/python benchmarks/update_floor.py
+
+bench-presets: install  ## one seed of each tuned preset outside the quality table (PPO/SAC/TD3 MuJoCo, TD3 LunarLanderContinuous) against random actions and RL-Zoo's published return: benchmarks/results/preset_check.{json,md} (hours)
+	$(BIN)/python benchmarks/preset_check.py $(ARGS)
 
 lint: install
 	$(BIN)/ruff check rltrain tests benchmarks

@@ -294,3 +294,23 @@ def test_composing_a_non_atari_env_does_not_import_ale_py():
             "compose_train_config(['algo=ppo', 'env=Acrobot-v1']); print('ale_py' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+
+
+def test_a_seed_batch_says_its_preset_once_and_each_seeds_folder(tmp_path, monkeypatch, capfd):
+    result = run_cli(["algo=ppo", "env=cartpole", "debug=smoke", "num_seeds=3", *QUIET], tmp_path,
+                     monkeypatch, capfd)
+    assert result.rc == 0, result.describe()
+    lines = (result.out + result.err).splitlines()
+    preset = [x for x in lines if "applied tuned preset conf/tuned/ppo_cartpole.yaml" in x]
+    assert len(preset) == 1 and "[seed" not in preset[0], preset
+    for seed in range(3):
+        assert any(f"[seed {seed}] training ppo on CartPole-v1" in x for x in lines), lines
+    assert (lines.index(preset[0])
+            < next(i for i, x in enumerate(lines) if "as one batch" in x)), lines
+
+
+def test_a_seed_batch_without_preset_says_the_defaults_once(tmp_path, monkeypatch, capfd):
+    result = run_cli(["algo=dqn", "env.id=CartPole-v1", "debug=smoke", "num_seeds=2", *QUIET],
+                     tmp_path, monkeypatch, capfd)
+    assert result.rc == 0, result.describe()
+    assert (result.out + result.err).count("no tuned preset for (dqn, CartPole-v1)") == 1

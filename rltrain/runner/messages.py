@@ -22,12 +22,16 @@ log = logging.getLogger("rltrain")
 
 
 def say_start(cfg: TrainConfig, total: int, num_envs: int, device: torch.device,
-              run_dir: Path, ranks: int = 1, resumed: bool = False) -> None:
-    """One line: what trains on what, for how long, where (`num_envs`: over all `ranks`); then
-    the tuned preset applied (a fresh run's), or the defaults that matter where none was."""
+              run_dir: Path, ranks: int = 1) -> None:
+    """One line: what trains on what, for how long, where (`num_envs`: over all `ranks`)."""
     envs = plural(num_envs, "env") + (f": {ranks} ranks x {num_envs // ranks}" if ranks > 1 else "")
     log.info("training %s on %s for %s (%s, device %s) -> %s", cfg.algo.name, cfg.env.id,
              plural(total, "env step"), envs, device, run_dir)
+
+
+def say_setup(cfg: TrainConfig, num_envs: int, resumed: bool = False) -> None:
+    """The lines on how the run is set up: its recurrent core, and the tuned preset applied (a
+    fresh run's) or the defaults that matter where none was (`num_envs`: over all ranks)."""
     if getattr(cfg.algo, "recurrent", "none") != "none":
         seq = cfg.algo.sequence_len()
         log.info("recurrent %s core (%d units): trains on sequences of %s (algo.bptt_len%s)",

@@ -34,6 +34,7 @@ from rltrain.runner.messages import (
     say_done,
     say_encoders,
     say_eval,
+    say_setup,
     say_start,
     say_stopped,
 )
@@ -106,6 +107,9 @@ class Runner:
         self.resumed = resume_from is not None
         self.started = False
         """True once this Runner took its folder (after the check that it may write there)."""
+        self.setup_lines = True
+        """Whether the start lines include `say_setup()`'s (a seed batch says them once, for
+        all its seeds)."""
         if resume_from is not None:
             restore(self.ctx, self.schedule, resume_from, self.cfg, self.run_dir)
 
@@ -186,10 +190,18 @@ class Runner:
             start=self.state.global_step, num_envs=envs, timer=self.timer,
             best=self.state.best_eval)
         say_start(cfg, self.state.total_timesteps, envs, self.device, self.run_dir,
-                  self.collective.world.size, resumed=self.resumed)
-        if preprocessing(cfg.env):
-            log.info(preprocessing_line(self.env, cfg.env))
-        say_encoders(cfg.algo, self.env.spec)
+                  self.collective.world.size)
+        if self.setup_lines:
+            self.say_setup()
+
+    def say_setup(self) -> None:
+        """The lines on how the run is set up: preset or defaults, recurrent core, Atari
+        preprocessing, observation encoders."""
+        envs = self.env.spec.num_envs * self.collective.world.size
+        say_setup(self.cfg, envs, resumed=self.resumed)
+        if preprocessing(self.cfg.env):
+            log.info(preprocessing_line(self.env, self.cfg.env))
+        say_encoders(self.cfg.algo, self.env.spec)
 
     def _train_and_finish(self) -> dict[str, Any]:
         """The family's loop, then `finish()`."""

@@ -58,6 +58,7 @@ class SeedRunner:
             with seed_lines(seed):
                 self.runners.append(Runner(member_cfg, RunDir(self.run_dir).seed(seed).root,
                                            resume_from=payload))
+            self.runners[-1].setup_lines = False  # the same for every seed: said once, in run()
             streams.capture()  # the random state seed `seed`'s own run is at, here
         self.batch = SeedBatch(list(self.runners), list(self.seeds), streams,
                                RunDir(self.run_dir).stop_file)
@@ -77,6 +78,7 @@ class SeedRunner:
                 with seed_lines(seed):
                     stack.enter_context(runner.opened())
             self._record_seeds()  # every seed's folder is its own now (a refused one: no record)
+            self.runners[0].say_setup()  # preset or defaults, ...: every seed's
             if self.batch.stop_file.exists():  # left from before this batch: not for it
                 self.batch.stop_file.unlink(missing_ok=True)
                 log.warning("removed %s, left from before this run started", self.batch.stop_file)
