@@ -33,7 +33,7 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     """
     from rltrain.errors import UserError
     from rltrain.guest import guest
-    from rltrain.run_target import with_saved_algo
+    from rltrain.run_target import with_saved_choices
 
     if isinstance(overrides, str):  # train("algo=ppo env=CartPole-v1")
         raise UserError(f"train() takes a list of overrides, not one string: "
@@ -41,7 +41,7 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     # resume=<run>: its algo= option first, so its algo.* overrides are checked against that
     # algorithm's fields, as on the command line (they were "unknown" against PPO's)
     given = (None if isinstance(overrides, TrainConfig)
-             else with_saved_algo([str(o) for o in overrides or []]))
+             else with_saved_choices([str(o) for o in overrides or []]))
     cfg = _config(overrides if given is None else given)
     if not _BUSY.acquire(blocking=False):
         raise UserError("train() is already running in another thread of this process; rltrain "

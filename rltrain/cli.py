@@ -93,30 +93,33 @@ def train_command(argv: list[str]) -> None:
         is_multirun,
         resume_run_dir,
         with_run_dir,
-        with_saved_algo,
+        with_saved_choices,
     )
     from rltrain.sweep import check_plugins
 
-    argv = with_saved_algo(normalize_overrides(argv))  # resume=: the run's algo.* fields
+    argv = with_saved_choices(normalize_overrides(argv))  # resume=: the run's algo=, env=, ...
     world = world_from_env()
     if world is not None and world.size > 1 and not any(
             a.split("=")[0] in HYDRA_FLAGS for a in argv):
         _train_ranks(argv, world)
         return
     check_plugins(argv)  # a missing sweeper/launcher plugin: one line naming the extra
-    if any(a.split("=")[0] in HYDRA_FLAGS for a in argv):
-        register_options(argv)  # --help, --cfg ...: Hydra composes, nothing runs
+    register_options(argv)
+    flags = any(a.split("=")[0] in HYDRA_FLAGS for a in argv)
+    if flags:  # --help, --cfg ...: Hydra composes, nothing runs
         from rltrain.help import app_help
 
         text = app_help(argv)  # --help without Hydra's slow group listing
         if text is not None:
             print(text)
             return
-    else:  # validated once, here; a single run's Hydra job reuses the result
-        compose_train_config(argv, normalized=True)
+    # resume=<run>: its overrides checked against the saved config, which they are applied to
+    # (as a new run's, they were checked against the default env's preset)
+    extra = resume_run_dir(argv)
+    if not extra and not flags:
+        compose_train_config(argv, normalized=True)  # once, here; the Hydra job reuses it
         if is_multirun(argv):
             check_sweep(argv)  # the other values of its sweeps, before the first job runs
-    extra = resume_run_dir(argv)
     check_writable([*argv, *extra])
     target, created = claim_run_dir([*argv, *extra])
     if target is None:  # a multirun, --help, --cfg ...: each job's Runner guards its own folder

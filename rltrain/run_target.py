@@ -147,16 +147,21 @@ def resume_run_dir(argv: list[str]) -> list[str]:
             f"hydra.output_subdir={HYDRA}/resume"]
 
 
-def with_saved_algo(argv: list[str]) -> list[str]:
-    """`argv` with the `algo=` option the resumed run was started with first, when it resumes a
-    run (`resume=`, not `auto`) and names no algorithm: its `algo.*` overrides are then checked
-    against that algorithm's fields (`algo.learning_starts` of a DQN run was "unknown",
-    checked against the default algorithm's). The option is the run's own record
-    (`.hydra/overrides.yaml`: `algo=ppo_lstm`, which a checkpoint's `name: ppo` would not give
-    back), so the resume's record repeats it and `rltrain report` groups the run as before. A
-    run started without `algo=` used the default, which composes again by itself."""
+def with_saved_choices(argv: list[str]) -> list[str]:
+    """`argv` with the options that chose the resumed run's configuration first (`algo=`,
+    `env=`, `env.id=`, `tuned=`, `~tuned`, from its record `.hydra/overrides.yaml`), each one
+    `argv` does not set itself, when it resumes a run (`resume=`, not `auto`).
+
+    A resume's overrides are composed and checked before the saved config replaces the
+    composition: without the run's choices they were checked against the default algorithm's
+    fields (`algo.learning_starts` of a DQN run was "unknown") and the default env's preset
+    (`env.num_envs=4` on a PPO Breakout run was refused for the Pendulum preset's batch size,
+    not for changing the experiment). The record gives the options as typed (`algo=ppo_lstm`,
+    which a checkpoint's `name: ppo` would not give back), so the resume's record repeats them
+    and `rltrain report` groups the run as before. A run started without them used the
+    defaults, which compose again by themselves."""
     value = arg_value(argv, "resume")
-    if not value or value == "auto" or any(a.lstrip("+~").startswith("algo=") for a in argv):
+    if not value or value == "auto":
         return argv
     target = Path(value)
     folder = target if target.is_dir() else RunDir.of_checkpoint(target).root
@@ -164,9 +169,19 @@ def with_saved_algo(argv: list[str]) -> list[str]:
         recorded = yaml.safe_load(RunDir(folder).hydra_overrides.read_text()) or []
     except (OSError, yaml.YAMLError):
         return argv
-    choice = next((str(o).partition("=")[2] for o in recorded if isinstance(o, str)
-                   and o.lstrip("+~").partition("=")[0] == "algo"), None)
-    return [f"algo={choice}", *argv] if choice else argv
+    given = {_choice_key(a) for a in argv}
+    carried = [str(o) for o in recorded if isinstance(o, str)
+               and _choice_key(o) in _CHOICES and _choice_key(o) not in given]
+    return [*carried, *argv]
+
+
+_CHOICES = ("algo", "env", "env.id", "tuned")
+"""The options that choose a run's composed configuration (groups, the env id, the preset)."""
+
+
+def _choice_key(arg: str) -> str:
+    """`tuned` for `tuned=x` and `~tuned`; `env.id` for `env.id=x`; else the override's key."""
+    return arg.lstrip("+~").partition("=")[0]
 
 
 def _check_resume(ckpt: Path, argv: list[str]) -> None:

@@ -551,3 +551,42 @@ def test_ctrl_c_during_train_saves_the_run_then_reaches_the_caller(tmp_path, req
     saved = checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")
     assert 0 < saved["counters"]["global_step"] < 256
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_resume_checks_its_overrides_against_the_runs_own_preset(tmp_path, monkeypatch, capfd):
+    """`resume=<a PPO CartPole run> env.num_envs=4` was refused for the default env's preset
+    (Pendulum's batch of 2048 does not divide 4 x its n_steps), not for what it does: change the
+    experiment. The run's `env=` choice now comes first too; a run started with `env.id=` (no
+    preset) resumes with its own config."""
+    from tests.e2e.harness import assert_refused, run_cli
+
+    tiny = ["total_timesteps=256", "algo.n_steps=16", "algo.batch_size=64", "eval.episodes=1",
+            "logger=none", "progress=off"]
+    assert run_cli(["algo=ppo", "env=cartpole", *tiny, "hydra.run.dir=preset"], tmp_path,
+                   monkeypatch, capfd).rc == 0
+    refused = run_cli(["resume=preset", "total_timesteps=512", "env.num_envs=4"], tmp_path,
+                      monkeypatch, capfd)
+    assert_refused(refused, 2, "would change the experiment (env.num_envs: 8 -> 4)")
+    assert run_cli(["algo=ppo", "env.id=CartPole-v1", "env.num_envs=4", *tiny,
+                    "hydra.run.dir=plain"], tmp_path, monkeypatch, capfd).rc == 0
+    for run in ("preset", "plain"):
+        resumed = run_cli([f"resume={run}", "total_timesteps=512"], tmp_path, monkeypatch, capfd)
+        assert resumed.rc == 0, resumed.describe()
+        assert checkpoint.load(tmp_path / run / "checkpoints" / "final.pt")["counters"][
+            "global_step"] == 512
+
+
+def test_with_saved_choices_puts_the_runs_choices_first_unless_given(tmp_path):
+    from rltrain.run_target import with_saved_choices
+
+    hydra = tmp_path / "run" / ".hydra"
+    hydra.mkdir(parents=True)
+    (hydra / "overrides.yaml").write_text(
+        "- algo=ppo_lstm\n- env.id=CartPole-v1\n- ~tuned\n- env.num_envs=2\n- seed=3\n")
+    run = str(tmp_path / "run")
+    assert with_saved_choices([f"resume={run}", "total_timesteps=9"]) == [
+        "algo=ppo_lstm", "env.id=CartPole-v1", "~tuned", f"resume={run}", "total_timesteps=9"]
+    assert with_saved_choices(["algo=ppo", f"resume={run}"]) == [
+        "env.id=CartPole-v1", "~tuned", "algo=ppo", f"resume={run}"]
+    assert with_saved_choices(["resume=auto", "algo=dqn"]) == ["resume=auto", "algo=dqn"]
+    assert with_saved_choices(["algo=dqn"]) == ["algo=dqn"]

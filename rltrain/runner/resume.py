@@ -231,8 +231,8 @@ _ABSENT = object()  # a key that is not in the config (as opposed to one set to 
 
 def _get(cfg: dict[str, Any], key: str) -> Any:
     node: Any = cfg
-    if key in ("algo", "env"):  # a group choice: compare what it selects
-        key = {"algo": "algo.name", "env": "env.id"}[key]
+    if key in ("algo", "env", "tuned"):  # a group choice: compare what it selects
+        key = {"algo": "algo.name", "env": "env.id", "tuned": "preset"}[key]
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
             return _ABSENT

@@ -228,7 +228,7 @@ def test_resume_applies_budget_logging_eval_and_checkpoint_overrides(saved):
 
 
 @pytest.mark.parametrize("override", ["algo.lr=1e-3", "env=cartpole", "algo=ppo", "seed=0",
-                                      "env.id=CartPole-v1"])
+                                      "env.id=CartPole-v1", "tuned=ppo_cartpole"])
 def test_resume_accepts_an_override_that_restates_the_saved_value(saved, override):
     """`env.id=` restated comes with the `~tuned` that normalize_overrides adds beside it: it
     was refused as "selects a preset"."""
@@ -244,6 +244,7 @@ def test_resume_accepts_an_override_that_restates_the_saved_value(saved, overrid
     ("env.num_envs=4", "(env.num_envs: 8 -> 4)"),
     ("seed=3", "(seed: 0 -> 3)"),
     ("algo=a2c", "(algo: 'ppo' -> 'a2c')"),
+    ("tuned=ppo_pendulum", "(tuned: 'ppo_cartpole' -> 'ppo_pendulum')"),
 ])
 def test_resume_refuses_an_override_that_changes_the_experiment(saved, override, fragment):
     with pytest.raises(UserError) as err:
@@ -253,10 +254,10 @@ def test_resume_refuses_an_override_that_changes_the_experiment(saved, override,
     assert "total_timesteps" in message and "\n" not in message
 
 
-@pytest.mark.parametrize("override", ["debug=smoke", "tuned=ppo_pendulum"])
+@pytest.mark.parametrize("override", ["debug=smoke"])
 def test_resume_refuses_a_preset_group_instead_of_silently_ignoring_it(saved, override):
-    # a preset sets many fields at once (smoke: the budget; tuned: algo hyperparameters); the
-    # saved config holds no value to compare it with
+    # a preset sets many fields at once (smoke: the budget); the saved config holds no value to
+    # compare it with (`tuned=` it does: its `preset`)
     with pytest.raises(UserError, match=rf"^resume: `{override}` selects a preset, which cannot "
                                         "be applied to a resumed run; only total_timesteps"):
         resume_with(saved, [override])
