@@ -42,6 +42,26 @@ def say_setup(cfg: TrainConfig, num_envs: int, resumed: bool = False) -> None:
     if cfg.preset is None:
         log.info("no tuned preset for (%s, %s); using defaults (yours where you set them): %s",
                  cfg.algo.name, cfg.env.id, defaults_that_matter(cfg, num_envs))
+    if not resumed:  # a resume refuses this case (runner/resume.py)
+        warn_idle_steps(cfg)
+
+
+def warn_idle_steps(cfg: TrainConfig) -> None:
+    """A warning for env steps that cannot learn: an off-policy run whose budget ends before
+    `learning_starts`, or whose learning rate has decayed to 0 before the budget ends."""
+    algo, total = cfg.algo, cfg.total_timesteps
+    starts = getattr(algo, "learning_starts", 0)
+    if starts >= total:
+        log.warning("total_timesteps=%s ends before algo.learning_starts=%s: this run takes "
+                    "random actions and makes no gradient step; raise total_timesteps or lower "
+                    "algo.learning_starts", f"{total:,}", f"{starts:,}")
+        return
+    decay, final = getattr(algo, "lr_decay_steps", 0), getattr(algo, "lr_final", None)
+    if decay and final == 0 and decay < total:
+        log.warning("the learning rate reaches algo.lr_final=0 at step %s of %s "
+                    "(algo.lr_decay_steps): the last %s learn nothing; "
+                    "algo.lr_decay_steps=${total_timesteps} decays over the whole run",
+                    f"{decay:,.0f}", f"{total:,}", plural(int(total - decay), "step"))
 
 
 def say_encoders(algo: Any, spec: EnvSpec) -> None:
