@@ -100,10 +100,15 @@ def check_action_space(algo: str, action_kind: str, env_id: str) -> None:
 
 
 def _continuous_hint(env_id: str, action_kind: str) -> str:
-    """For an env whose constructor takes `continuous` (CarRacing, LunarLander): how to get the
-    other action space from it. Asked only on the error path (it imports the env's module)."""
-    if action_kind not in ("box", "discrete"):
+    """For an env whose constructor takes `continuous` (CarRacing, LunarLander): the registered
+    id of its other action space where there is one (`LunarLanderContinuous-v3`, which has its
+    presets), else how to get that space from it. None for Atari ids, whose preprocessing steps
+    discrete actions. Asked only on the error path (it imports the env's module)."""
+    if action_kind not in ("box", "discrete") or env_id.startswith("ALE/"):
         return ""
+    sibling = _sibling_id(env_id, to_continuous=action_kind == "discrete")
+    if sibling is not None:
+        return f"; or env={sibling} is its {'Box' if action_kind == 'discrete' else 'Discrete'} version"
     try:
         import inspect
 
@@ -118,6 +123,18 @@ def _continuous_hint(env_id: str, action_kind: str) -> str:
         return ""
     other = ("false", "Discrete") if action_kind == "box" else ("true", "Box")
     return f"; or +env.kwargs.continuous={other[0]} gives {env_id} {other[1]} actions"
+
+
+def _sibling_id(env_id: str, to_continuous: bool) -> str | None:
+    """`LunarLanderContinuous-v3` for `LunarLander-v3` (and back) when gymnasium registers it."""
+    import gymnasium as gym
+
+    name, sep, version = env_id.rpartition("-v")
+    if not sep:
+        return None
+    other = (f"{name}Continuous-v{version}" if to_continuous
+             else f"{name.removesuffix('Continuous')}-v{version}")
+    return other if other != env_id and other in gym.registry else None
 
 
 # LOGGERS (name -> LoggerSpec) is spelled in rltrain/loggers/specs.py, next to `build_loggers`

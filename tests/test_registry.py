@@ -58,13 +58,24 @@ def test_action_space_mismatch_names_the_space_and_the_fitting_algorithms(box_on
 
 
 @pytest.mark.parametrize("algo, kind, env_id, hint", [
-    ("dqn", "box", "CarRacing-v3", "or +env.kwargs.continuous=false gives CarRacing-v3 Discrete"),
-    ("sac", "discrete", "LunarLander-v3", "or +env.kwargs.continuous=true gives LunarLander-v3 Box")])
+    ("dqn", "box", "CarRacing-v3",
+     "or +env.kwargs.continuous=false gives CarRacing-v3 Discrete actions"),
+    ("sac", "discrete", "LunarLander-v3", "or env=LunarLanderContinuous-v3 is its Box version"),
+    ("dqn", "box", "LunarLanderContinuous-v3", "or env=LunarLander-v3 is its Discrete version")])
 def test_an_env_with_a_continuous_switch_says_how_to_flip_it(algo, kind, env_id, hint):
-    """`env=CarRacing-v3 algo=dqn` named the fitting algorithms, not the env's own switch."""
+    """`env=CarRacing-v3 algo=dqn` named the fitting algorithms, not the env's own switch; where
+    the other version has an id of its own (and its presets), that id."""
     pytest.importorskip("Box2D")
-    with pytest.raises(UserError, match=re.escape(hint)):
+    with pytest.raises(UserError, match=re.escape(hint) + "$"):
         check_action_space(algo, kind, env_id)
+
+
+def test_an_atari_id_gets_no_continuous_hint():
+    """ALE ids take `continuous=True`, which the Atari preprocessing cannot step: the hint led
+    to an AssertionError inside the env's reset."""
+    with pytest.raises(UserError) as err:
+        check_action_space("sac", "discrete", "ALE/Breakout-v5")
+    assert str(err.value).endswith("algorithms that fit: a2c, dqn, ppo")
 
 
 def test_matching_action_space_passes(box_only):

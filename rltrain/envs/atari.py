@@ -64,6 +64,10 @@ def check_atari_env(cfg: EnvConfig) -> None:
                         f"(ALE/<Game>-v5) id; use env.atari.preprocess=auto or false")
     if not on:
         return
+    if cfg.kwargs.get("continuous"):
+        raise UserError(f"env.kwargs.continuous={cfg.kwargs['continuous']}: the Atari "
+                        f"preprocessing (no-op reset, FIRE) steps {cfg.id} with its discrete "
+                        f"actions; ALE's continuous mode runs only with env.atari.preprocess=false")
     skip = cfg.kwargs.get("frameskip", 1)
     if skip != 1:
         raise UserError(f"env.kwargs.frameskip={skip} would skip frames twice with the Atari "

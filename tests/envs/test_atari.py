@@ -132,6 +132,9 @@ def test_preprocess_false_gives_the_raw_env_and_non_atari_ids_refuse_it():
         check_env(dataclasses.replace(atari(), kwargs={"frameskip": 4}))
     with pytest.raises(UserError, match="normalize_obs"):
         check_env(dataclasses.replace(atari(), normalize_obs=True))
+    # ALE's continuous mode: the no-op reset's discrete step was an AssertionError in reset()
+    with pytest.raises(UserError, match=r"^env.kwargs.continuous=True: the Atari preprocessing"):
+        check_env(dataclasses.replace(atari(), kwargs={"continuous": True}))
     for bad in ({"preprocess": "maybe"}, {"frame_skip": 0}, {"screen_size": -1},
                 {"noop_max": -1}, {"frame_stack": -2}):
         with pytest.raises(UserError, match="env.atari"):
