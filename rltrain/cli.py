@@ -363,6 +363,8 @@ def _print_eval_table(result: dict) -> None:
                                                    "max_reward", "mean_length")))
     console = Console()
     console.print(table)
+    if "note" in result:
+        console.print(f"note:       {result['note']}")
     console.print(f"checkpoint: {result['checkpoint']} (step {result['global_step']:,})")
     console.print(f"results:    {result['results_path']}")
     if "videos" in result:

@@ -196,6 +196,11 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
             env = make_env(cfg.env, device, num_envs=n, training=False)
         try:
             algo = build_agent(cfg, env, payload, path, device)
+            note = None
+            if not deterministic and not getattr(algo.policy, "stochastic", True):
+                note = (f"{cfg.algo.name}'s policy is deterministic (its exploration is "
+                        f"a training device): deterministic=false evaluates the same actions")
+                deterministic = True
             with torch.random.fork_rng():  # `seed` also fixes stochastic actions; caller's RNG kept
                 torch.manual_seed(seed)
                 result = run_episodes(algo.policy, env, episodes, deterministic, seed)
@@ -204,6 +209,8 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     result.update(checkpoint=str(path), algo=cfg.algo.name, env=cfg.env.id,
                   deterministic=deterministic, seed=seed,
                   global_step=int(payload.get("counters", {}).get("global_step", 0)))
+    if note is not None:
+        result["note"] = note
     if video:
         from rltrain.video import number_like_results, publish_videos
 

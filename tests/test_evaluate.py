@@ -223,3 +223,25 @@ def test_evaluate_refuses_a_run_folder_it_cannot_write_before_evaluating(tiny_cf
     assert played == []
     monkeypatch.undo()
     assert evaluate(tmp_path, episodes=2, num_envs=2, write=False)["episodes"] == 2
+
+
+@pytest.mark.parametrize(("algo", "env_id"), [("dqn", "CartPole-v1"), ("td3", "Pendulum-v1")])
+def test_deterministic_false_on_a_deterministic_policy_says_so_and_records_it(
+        tmp_path, algo, env_id):
+    """DQN's, TD3's and DDPG's policies have no stochastic mode: `deterministic=false` was
+    reported as a "(stochastic)" evaluation of the same actions."""
+    from rltrain.api import train
+
+    train([f"algo={algo}", f"env.id={env_id}", "total_timesteps=200", "algo.learning_starts=100",
+           "algo.hidden_sizes=[8]", "eval.episodes=1", "env.max_episode_steps=20", "logger=none",
+           "progress=off"], run_dir=tmp_path / "run")
+    greedy = evaluate(tmp_path / "run", episodes=2, num_envs=1, write=False)
+    result = evaluate(tmp_path / "run", episodes=2, num_envs=1, deterministic=False, write=False)
+    assert result["deterministic"] is True and result["returns"] == greedy["returns"]
+    assert result["note"].startswith(f"{algo}'s policy is deterministic") and "note" not in greedy
+
+
+def test_deterministic_false_on_a_stochastic_policy_has_no_note(tmp_path, tiny_cfg):
+    path = save_ppo_checkpoint(tiny_cfg(env={"max_episode_steps": 20}), tmp_path)
+    result = evaluate(path, episodes=2, num_envs=2, seed=1, deterministic=False, write=False)
+    assert result["deterministic"] is False and "note" not in result

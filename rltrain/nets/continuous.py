@@ -46,6 +46,9 @@ def add_gaussian_noise(action: torch.Tensor, std: float) -> torch.Tensor:
 class DeterministicActor(nn.Module):
     """a = tanh(MLP(obs)): the DDPG/TD3 actor."""
 
+    stochastic = False
+    """No stochastic mode to evaluate: action noise is the algorithm's (`evaluate`)."""
+
     def __init__(self, spec: NetSpec, action_dim: int):
         super().__init__()
         self.encoder, features = make_encoder(spec)

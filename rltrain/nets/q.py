@@ -34,6 +34,9 @@ class QNetwork(nn.Module):
     plain or a dueling head. PyTorch's default init unless `spec.ortho`, as in the DQN
     references."""
 
+    stochastic = False
+    """No stochastic mode to evaluate: ε-greedy exploration is the algorithm's (`evaluate`)."""
+
     def __init__(self, spec: NetSpec, n_actions: int, dueling: bool = False):
         super().__init__()
         self.encoder, features = make_encoder(spec)
