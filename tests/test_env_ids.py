@@ -206,12 +206,12 @@ def test_a_saved_config_keeps_its_num_envs_and_an_unset_one_is_resolved():
 
 
 def test_the_no_preset_line_names_the_defaults_that_matter(tmp_path, monkeypatch, capfd):
-    result = run_cli(["algo=dqn", "env.id=CartPole-v1", "debug=smoke", *QUIET], tmp_path,
+    result = run_cli(["algo=dqn", "env.id=Acrobot-v1", "debug=smoke", *QUIET], tmp_path,
                      monkeypatch, capfd)
     assert result.rc == 0, result.describe()
     text = result.out + result.err
     line = next(x for x in text.splitlines() if "no tuned preset" in x)
-    assert ("no tuned preset for (dqn, CartPole-v1); using defaults (yours where you set them): "
+    assert ("no tuned preset for (dqn, Acrobot-v1); using defaults (yours where you set them): "
             "num_envs=1, lr=") in line
     for name in ("buffer_size=", "learning_starts=", "batch_size=", "train_freq=1", "gradient_steps=1"):
         assert name in line, line
@@ -310,7 +310,35 @@ def test_a_seed_batch_says_its_preset_once_and_each_seeds_folder(tmp_path, monke
 
 
 def test_a_seed_batch_without_preset_says_the_defaults_once(tmp_path, monkeypatch, capfd):
-    result = run_cli(["algo=dqn", "env.id=CartPole-v1", "debug=smoke", "num_seeds=2", *QUIET],
+    result = run_cli(["algo=dqn", "env.id=Acrobot-v1", "debug=smoke", "num_seeds=2", *QUIET],
                      tmp_path, monkeypatch, capfd)
     assert result.rc == 0, result.describe()
-    assert (result.out + result.err).count("no tuned preset for (dqn, CartPole-v1)") == 1
+    assert (result.out + result.err).count("no tuned preset for (dqn, Acrobot-v1)") == 1
+
+
+@pytest.mark.parametrize(("argv", "head"), [
+    (["algo=ppo", "env.id=HalfCheetah-v5"], "no tuned preset for (ppo, HalfCheetah-v5) (env="
+     "halfcheetah would apply conf/tuned/ppo_halfcheetah.yaml); using defaults"),
+    (["algo=ppo", "env.id=ALE/Pong-v5"], "no tuned preset for (ppo, ALE/Pong-v5) (env=ALE/Pong-v5 "
+     "would apply conf/tuned/ppo_atari.yaml); using defaults"),
+    (["algo=ppo_lstm", "env=breakout"], "no tuned preset for (ppo_lstm, ALE/Breakout-v5); using"),
+    (["algo=ppo", "env=halfcheetah", "algo.recurrent=gru"],
+     None),  # the preset applies: no such line
+    (["algo=ddpg", "env=halfcheetah"], "no tuned preset for (ddpg, HalfCheetah-v5); using"),
+])
+def test_the_no_preset_line_names_the_algo_option_and_a_preset_the_options_skipped(argv, head,
+                                                                                   caplog):
+    """`algo=ppo_lstm` read as (ppo, ...) though ppo has an Atari preset; `env.id=` of an id
+    with a preset said nothing of it."""
+    import logging
+
+    from rltrain.runner.messages import say_setup
+
+    cfg = compose_train_config(argv)
+    with caplog.at_level(logging.INFO, logger="rltrain"):
+        say_setup(cfg, 8)
+    lines = [r.getMessage() for r in caplog.records if "tuned preset" in r.getMessage()]
+    if head is None:
+        assert lines[0].startswith("applied tuned preset"), lines
+    else:
+        assert len(lines) == 1 and lines[0].startswith(head), lines

@@ -40,10 +40,37 @@ def say_setup(cfg: TrainConfig, num_envs: int, resumed: bool = False) -> None:
     if cfg.preset is not None and not resumed:  # logged by the run: in its train.log too
         log.info("applied tuned preset conf/tuned/%s.yaml (your overrides win)", cfg.preset)
     if cfg.preset is None:
-        log.info("no tuned preset for (%s, %s); using defaults (yours where you set them): %s",
-                 cfg.algo.name, cfg.env.id, defaults_that_matter(cfg, num_envs))
+        log.info("no tuned preset for (%s, %s)%s; using defaults (yours where you set them): %s",
+                 algo_option(cfg.algo), cfg.env.id, _unused_preset(cfg),
+                 defaults_that_matter(cfg, num_envs))
     if not resumed:  # a resume refuses this case (runner/resume.py)
         warn_idle_steps(cfg)
+
+
+def algo_option(algo: Any) -> str:
+    """The `algo=` option a config reads as: `ppo_lstm` for PPO with an LSTM core, `ppo (gru
+    core)` for another core, else the algorithm's name."""
+    core = getattr(algo, "recurrent", "none")
+    if core == "none":
+        return algo.name
+    return f"{algo.name}_lstm" if core == "lstm" else f"{algo.name} ({core} core)"
+
+
+def _unused_preset(cfg: TrainConfig) -> str:
+    """` (env=halfcheetah would apply conf/tuned/ppo_halfcheetah.yaml)` when a preset exists for the
+    run's algorithm and env that its options did not choose (`env.id=`, `~tuned`); else ""."""
+    from importlib import resources
+
+    from rltrain.config_store import preset_env_name
+
+    env_name = preset_env_name(cfg.env.id)
+    if env_name is None:
+        return ""
+    preset = f"{algo_option(cfg.algo)}_{env_name}"
+    if not resources.files("rltrain.conf").joinpath("tuned", f"{preset}.yaml").is_file():
+        return ""
+    option = env_name if env_name != "atari" else cfg.env.id
+    return f" (env={option} would apply conf/tuned/{preset}.yaml)"
 
 
 def warn_idle_steps(cfg: TrainConfig) -> None:
