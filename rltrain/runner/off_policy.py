@@ -51,7 +51,7 @@ def make_replay(spec: EnvSpec, cfg: OffPolicyConfig, device: torch.device,
                   for e in spec.obs_entries}
         replay: ReplayBuffer | FrameReplayBuffer = ReplayBuffer(
             cfg.buffer_size, layout, action_shape, action_dtype, device)
-        log.info("replay buffer: %s transitions, %.1f MB on %s", f"{replay.capacity:,}",
+        log.info("replay buffer: %s transitions, %.1f MiB on %s", f"{replay.capacity:,}",
                  replay.nbytes / 2**20, device)
         return replay
     if obs_dtype is None or isinstance(obs_dtype, dict):
@@ -63,7 +63,7 @@ def make_replay(spec: EnvSpec, cfg: OffPolicyConfig, device: torch.device,
     else:
         replay = ReplayBuffer(cfg.buffer_size, spec.obs_shape, action_shape, action_dtype, device,
                               obs_dtype=dtype)
-    log.info("replay buffer: %s transitions, %.1f MB on %s", f"{replay.capacity:,}",
+    log.info("replay buffer: %s transitions, %.1f MiB on %s", f"{replay.capacity:,}",
              replay.nbytes / 2**20, device)
     return replay
 
