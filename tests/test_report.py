@@ -226,3 +226,33 @@ def test_report_where_no_run_can_be_read_is_one_user_error(tmp_path):
     (run / ".hydra" / "overrides.yaml").write_bytes(b"\xff\xfe: [")
     with pytest.raises(UserError, match=r"none of the 1 run\(s\) below .* could be read"):
         write_report(tmp_path)
+
+
+def _append_rows(folder: Path, rows: list[list]) -> None:
+    with open(folder / "metrics.csv", "a", newline="") as f:
+        csv.writer(f).writerows(rows)
+
+
+def test_wall_clock_sums_each_completed_process_and_skips_the_idle_time_between(tmp_path):
+    """A resumed run counted the hours between its processes; a copied folder (its `.hydra/`
+    record newer than its logs) showed 0.0 s."""
+    done = make_run(tmp_path / "done", ["algo=ppo"], [1.0, 2.0, 3.0])
+    _append_rows(done, [[300, 1021.0, "final/wall_clock_s", 25.0],
+                        [600, 9000.0, "final/wall_clock_s", 30.0]])  # resumed hours later
+    assert load_run(done).wall_clock == 55.0
+    copied = make_run(tmp_path / "copied", ["algo=ppo"], [1.0, 2.0, 3.0])
+    os.utime(copied / ".hydra" / "config.yaml", (5000.0, 5000.0))  # `cp -r`: a new mtime
+    assert load_run(copied).wall_clock == 21.0  # first log 1000 to last 1021
+    assert load_run(make_run(tmp_path / "live", ["algo=ppo"], [1.0, 2.0, 3.0])).wall_clock == 26.0
+
+
+def test_a_group_of_one_run_shows_no_spread(tmp_path, capsys):
+    make_run(tmp_path / "sweep" / "a", ["algo=ppo", "seed=0"], [1.0, 2.0, 3.0], seed=0)
+    make_run(tmp_path / "sweep" / "b", ["algo=a2c", "seed=0"], [1.0, 2.0, 5.0], seed=0)
+    make_run(tmp_path / "sweep" / "c", ["algo=a2c", "seed=1"], [1.0, 2.0, 7.0], seed=1)
+    report_main([str(tmp_path / "sweep")])
+    out = capsys.readouterr().out
+    assert "6.00 ± 1.41" in out and "3.00 ±" not in out
+    with open(tmp_path / "sweep" / "report.csv") as f:
+        rows = {r["group"]: r for r in csv.DictReader(f)}
+    assert rows["algo=ppo"]["final_std"] == "" and float(rows["algo=a2c"]["final_std"]) > 1.4

@@ -19,6 +19,8 @@ from rltrain.loggers.csv import HEADER, read_metrics
 from rltrain.run_dir import METRICS_CSV, TB, TB_EVENTS_GLOB, RunDir
 
 EVAL_TAG = "eval/mean_reward"
+WALL_CLOCK_TAG = "final/wall_clock_s"
+"""Seconds of one completed training process (`runner.final_metrics`)."""
 EVAL_STD_TAG = "eval/std_reward"
 TRAIN_TAG = "episode/mean_reward"
 # Overrides that do not change what a run learns: runs differing only in these form one group.
@@ -69,11 +71,17 @@ class Run:
 
     @property
     def wall_clock(self) -> float:
-        """Seconds from the run's start (its `.hydra/` record, else the first log) to its last log."""
-        start = self.start_time if self.start_time is not None else self.scalars.first_time
-        if start is None or self.scalars.last_time is None:
+        """Training seconds: the sum of the `final/wall_clock_s` each completed process logged
+        (a resumed run's idle time between them is not counted); a run without one, from its
+        start (its `.hydra/` record or its first log, the earlier: a copied folder's record is
+        newer than its logs) to its last log."""
+        seconds = self.scalars.get(WALL_CLOCK_TAG)[1]
+        if len(seconds):
+            return float(seconds.sum())
+        starts = [t for t in (self.start_time, self.scalars.first_time) if t is not None]
+        if not starts or self.scalars.last_time is None:
             return float("nan")
-        return max(self.scalars.last_time - start, 0.0)
+        return max(self.scalars.last_time - min(starts), 0.0)
 
     @property
     def group(self) -> str:

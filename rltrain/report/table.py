@@ -77,7 +77,8 @@ def print_table(groups: list[GroupSummary], title: str, console: object = None) 
                 "wall-clock"):
         table.add_column(col, justify="right")
     for g in groups:
-        table.add_row(g.label, str(len(g.runs)), f"{g.final_mean:.2f} ± {g.final_std:.2f}",
+        spread = f" ± {g.final_std:.2f}" if len(g.runs) > 1 else ""  # no sample std of one
+        table.add_row(g.label, str(len(g.runs)), f"{g.final_mean:.2f}{spread}",
                       f"{g.iqm:.2f} [{g.iqm_ci[0]:.2f}, {g.iqm_ci[1]:.2f}]", f"{g.best:.2f}",
                       f"{g.env_steps:,}", format_duration(g.wall_clock))
     (console or Console()).print(table)
@@ -91,7 +92,8 @@ def write_csv(groups: list[GroupSummary], path: Path, root: Path) -> Path:
         for g in groups:
             dirs = ";".join(_relative(r.path, root) for r in g.runs)
             seeds = ";".join("" if r.seed is None else str(r.seed) for r in g.runs)
-            writer.writerow([g.label, len(g.runs), g.final_mean, g.final_std, g.iqm, *g.iqm_ci,
+            std = g.final_std if len(g.runs) > 1 else ""  # no sample std of one run
+            writer.writerow([g.label, len(g.runs), g.final_mean, std, g.iqm, *g.iqm_ci,
                              g.best, g.env_steps, g.wall_clock, seeds, dirs])
     return path
 
