@@ -45,6 +45,26 @@ def say_setup(cfg: TrainConfig, num_envs: int, resumed: bool = False) -> None:
                  defaults_that_matter(cfg, num_envs))
     if not resumed:  # a resume refuses this case (runner/resume.py)
         warn_idle_steps(cfg)
+    warn_unused_atari(cfg)
+
+
+def warn_unused_atari(cfg: TrainConfig) -> None:
+    """A warning when `env.atari.*` is set for an env the Atari preprocessing does not apply to
+    (a sweep over envs may set it for all of them, so not an error)."""
+    import dataclasses
+
+    from rltrain.config import AtariConfig
+    from rltrain.envs.families import family_of
+
+    if family_of(cfg.env.id) == "atari":
+        return
+    default = AtariConfig()
+    changed = [f"env.atari.{f.name}={getattr(cfg.env.atari, f.name)}"
+               for f in dataclasses.fields(AtariConfig)
+               if f.name != "preprocess" and getattr(cfg.env.atari, f.name) != getattr(default, f.name)]
+    if changed:
+        log.warning("%s: %s is not an Atari (ALE/<Game>-v5) id, so the Atari preprocessing and "
+                    "its settings do not apply", ", ".join(changed), cfg.env.id)
 
 
 def algo_option(algo: Any) -> str:

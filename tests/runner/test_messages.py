@@ -63,3 +63,14 @@ def test_the_dqn_presets_decay_over_the_budget_given(preset_env, budget):
     assert cfg.total_timesteps == budget and cfg.algo.lr_decay_steps == budget
     longer = compose_train_config(["algo=dqn", f"env={preset_env}", "total_timesteps=3e5"])
     assert longer.algo.lr_decay_steps == 3e5 and longer.algo.lr_final == 0
+
+
+def test_atari_settings_on_another_env_are_warned(caplog):
+    from rltrain.compose import compose_train_config
+
+    (line,) = _warnings(caplog, compose_train_config(
+        ["algo=ppo", "env=pendulum", "env.atari.frame_skip=2", "env.atari.clip_reward=false"]))
+    assert line == ("env.atari.frame_skip=2, env.atari.clip_reward=False: Pendulum-v1 is not an "
+                    "Atari (ALE/<Game>-v5) id, so the Atari preprocessing and its settings do "
+                    "not apply")
+    assert _warnings(caplog, compose_train_config(["algo=ppo", "env=pendulum"])) == []
