@@ -161,8 +161,8 @@ def test_a_resume_from_the_command_line_checks_algo_fields_against_the_saved_alg
     from tests.e2e.harness import assert_refused, run_cli
 
     train(["algo=dqn", "env=CartPole-v1", "total_timesteps=200", "algo.learning_starts=100",
-           "algo.hidden_sizes=[8]", "eval.episodes=1", "logger=none", "progress=off"],
-          run_dir=tmp_path / "dqn")
+           "algo.hidden_sizes=[8]", "algo.lr_decay_steps=1000", "eval.episodes=1",
+           "logger=none", "progress=off"], run_dir=tmp_path / "dqn")
     changed = run_cli(["resume=dqn", "total_timesteps=300", "algo.learning_starts=150"],
                       tmp_path, monkeypatch, capfd)
     assert_refused(changed, 2, "algo.learning_starts: 100 -> 150")
@@ -176,8 +176,9 @@ def test_a_resume_from_the_command_line_checks_algo_fields_against_the_saved_alg
     from rltrain.report.runs import load_run
 
     assert load_run(tmp_path / "dqn").group == ("algo.hidden_sizes=[8] algo.learning_starts=100 "
-                                                "algo=dqn env=CartPole-v1 eval.episodes=1 "
-                                                "logger=none total_timesteps=300")
+                                                "algo.lr_decay_steps=1000 algo=dqn "
+                                                "env=CartPole-v1 eval.episodes=1 logger=none "
+                                                "total_timesteps=300")
     assert Path(tmp_path / "dqn").is_dir()
 
 
