@@ -5,8 +5,10 @@
     python benchmarks/preset_check.py --report                       # only rewrite the table
 
 The quality benchmark (`quality.py`) measures the issue's rows against SB3 with three seeds.
-The other presets that `conf/tuned/` ships (PPO on Hopper, Walker2d and Ant; SAC on Walker2d
-and Ant; TD3 on the four MuJoCo tasks and LunarLanderContinuous) had no run on this machine.
+The MuJoCo and Box2D presets that `conf/tuned/` ships beyond those rows (PPO on Hopper, Walker2d
+and Ant; SAC on Walker2d and Ant; TD3 on the four MuJoCo tasks and LunarLanderContinuous) had
+no run on this machine; they are checked here. (The CartPole and Pendulum presets are timed by
+`speed.py`; A2C's and DQN's Atari presets, at hours a run, by none yet.)
 This trains each through the quality harness's path (the command line a user types, evaluation
 off the clock, final deterministic evaluation of 10 episodes) and sets the result beside the
 return of uniformly random actions (10 episodes, measured here) and RL-Zoo's published return

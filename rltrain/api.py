@@ -121,7 +121,7 @@ def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
     from rltrain.config_checks import validate
     from rltrain.errors import UserError
     from rltrain.overrides import first_of_sweeps
-    from rltrain.run_target import is_multirun
+    from rltrain.run_target import is_multirun, resumed_config
 
     if isinstance(overrides, TrainConfig):
         if not isinstance(overrides.algo, AlgoConfig):
@@ -141,7 +141,9 @@ def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
         if first_of_sweeps(given) != given:
             raise UserError("train() runs one job: sweeps (seed=0,1,2) are for `rltrain -m`; "
                             "in Python, call train() once per value (or num_seeds=N for seeds)")
-        cfg = compose_train_config(given)
+        # resume=<run>: checked against the saved config, as `rltrain resume=` does (as a new
+        # run's, the overrides were checked against the default env's preset)
+        cfg = resumed_config(given) or compose_train_config(given)
     if cfg.resume and isinstance(overrides, TrainConfig):
         raise UserError(f"train(TrainConfig(resume={cfg.resume!r})): a resume checks what its "
                         f"overrides change; give them as a list, [..., 'resume=<run>']")

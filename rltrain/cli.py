@@ -92,6 +92,7 @@ def train_command(argv: list[str]) -> None:
         claim_run_dir,
         is_multirun,
         resume_run_dir,
+        with_overrides,
         with_run_dir,
         with_saved_choices,
     )
@@ -123,10 +124,10 @@ def train_command(argv: list[str]) -> None:
     check_writable([*argv, *extra])
     target, created = claim_run_dir([*argv, *extra])
     if target is None:  # a multirun, --help, --cfg ...: each job's Runner guards its own folder
-        sys.argv = [sys.argv[0], *argv, *extra]
+        sys.argv = [sys.argv[0], *with_overrides(argv, extra)]
         _train_task()
         return
-    argv = with_run_dir([*argv, *extra], target)
+    argv = with_run_dir(with_overrides(argv, extra), target)
     sys.argv = [sys.argv[0], *argv]
     _train_in(target, created, arg_value(argv, "resume"), budget(argv))
 

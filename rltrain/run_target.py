@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -19,6 +20,19 @@ from rltrain.run_dir import HYDRA, RunDir, claim_default_run_dir
 HYDRA_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve",
                "--shell-completion", "-sc", "--version")
 """Hydra's flags that print something instead of running a job."""
+
+
+def is_override(arg: str) -> bool:
+    """Whether a command-line argument is a Hydra override (`key=value`, `+key=`, `~key`), not a
+    flag (`-m`, `--cfg`) or a flag's value (`job`)."""
+    return not arg.startswith("-") and ("=" in arg or arg.startswith("~"))
+
+
+def with_overrides(argv: list[str], items: list[str]) -> list[str]:
+    """`argv` with `items` placed after its last override: Hydra reads the overrides as one
+    run of arguments, so items after a trailing flag (`... -m`) were "unrecognized"."""
+    last = max((i for i, a in enumerate(argv) if is_override(a)), default=len(argv) - 1)
+    return [*argv[:last + 1], *items, *argv[last + 1:]]
 
 
 def arg_value(argv: list[str], key: str) -> str | None:
@@ -80,8 +94,8 @@ def claim_run_dir(argv: list[str]) -> tuple[Path | None, list[Path]]:
 
 def with_run_dir(argv: list[str], target: Path | str) -> list[str]:
     """`argv` with `hydra.run.dir=<target>` (the folder claimed for it) unless it names one."""
-    return argv if arg_value(argv, "hydra.run.dir") is not None else [
-        *argv, f"hydra.run.dir={target}"]
+    return argv if arg_value(argv, "hydra.run.dir") is not None else with_overrides(
+        argv, [f"hydra.run.dir={target}"])
 
 
 MIN_FREE_BYTES = 1 << 20
@@ -150,7 +164,10 @@ def resume_run_dir(argv: list[str]) -> list[str]:
 def with_saved_choices(argv: list[str]) -> list[str]:
     """`argv` with the options that chose the resumed run's configuration first (`algo=`,
     `env=`, `env.id=`, `tuned=`, `~tuned`, from its record `.hydra/overrides.yaml`), each one
-    `argv` does not set itself, when it resumes a run (`resume=`, not `auto`).
+    `argv` does not set itself, when it resumes a run (`resume=<run>`, or `resume=auto` with
+    `hydra.run.dir=<run>`). A run without that record (a folder copied without `.hydra/`) gives
+    its checkpoint's algorithm. Choices that name code (`env.id=mymod:make`) are never carried:
+    code runs only when the command names it (`envs/trust.py`).
 
     A resume's overrides are composed and checked before the saved config replaces the
     composition: without the run's choices they were checked against the default algorithm's
@@ -161,18 +178,41 @@ def with_saved_choices(argv: list[str]) -> list[str]:
     and `rltrain report` groups the run as before. A run started without them used the
     defaults, which compose again by themselves."""
     value = arg_value(argv, "resume")
-    if not value or value == "auto":
+    if value == "auto":
+        value = arg_value(argv, "hydra.run.dir")
+    if not value:
         return argv
     target = Path(value)
     folder = target if target.is_dir() else RunDir.of_checkpoint(target).root
     try:
         recorded = yaml.safe_load(RunDir(folder).hydra_overrides.read_text()) or []
     except (OSError, yaml.YAMLError):
+        recorded = _checkpoint_algo(target)
+    if not isinstance(recorded, list):
         return argv
     given = {_choice_key(a) for a in argv}
     carried = [str(o) for o in recorded if isinstance(o, str)
-               and _choice_key(o) in _CHOICES and _choice_key(o) not in given]
-    return [*carried, *argv]
+               and _choice_key(o) in _CHOICES and _choice_key(o) not in given
+               and ":" not in o]  # code (`env.id=mymod:make`) runs only when named again
+    first = next((i for i, a in enumerate(argv) if is_override(a)), len(argv))
+    return [*argv[:first], *carried, *argv[first:]]
+
+
+def _checkpoint_algo(target: Path) -> list[str]:
+    """[`algo=<name>`] of the checkpoint `target` names (a run folder's latest), [] when there
+    is none to read: a resume without its run's record still checks `algo.*` against its own
+    algorithm (`ppo_lstm` for PPO with an LSTM core, the option that sets it)."""
+    try:
+        from rltrain import checkpoint
+        from rltrain.payload import RESUME
+        from rltrain.runner.resume import find_resume_checkpoint
+
+        ckpt = find_resume_checkpoint(str(target), Path("."))
+        algo = checkpoint.load(ckpt, require=RESUME)["config"]["algo"]
+    except Exception:  # noqa: BLE001 - no readable checkpoint: the resume itself says why
+        return []
+    name, core = str(algo.get("name", "")), algo.get("recurrent", "none")
+    return [f"algo={name}_lstm" if core == "lstm" else f"algo={name}"] if name else []
 
 
 _CHOICES = ("algo", "env", "env.id", "tuned")
@@ -184,8 +224,28 @@ def _choice_key(arg: str) -> str:
     return arg.lstrip("+~").partition("=")[0]
 
 
-def _check_resume(ckpt: Path, argv: list[str]) -> None:
-    """Refuse experiment-changing overrides now, before Hydra records anything in the run."""
+def resumed_config(argv: list[str]) -> Any:
+    """The `TrainConfig` a resume of one run (`resume=<run or checkpoint>`, not `auto`, not a
+    seed batch) trains with, its overrides checked against the saved config; None for any other
+    command line. What `train()` and torchrun check a resume with, as the command line does."""
+    value = arg_value(argv, "resume")
+    if not value or value == "auto":
+        return None
+    from rltrain.runner.resume import find_resume_checkpoint
+    from rltrain.seeds.folder import batch_seeds
+
+    if batch_seeds(value):
+        return None
+    from rltrain.compose import normalize_overrides, register_options
+
+    argv = normalize_overrides(argv)
+    register_options(argv)  # the env options it names, and the schemas
+    return _check_resume(find_resume_checkpoint(value, Path(".")), argv)
+
+
+def _check_resume(ckpt: Path, argv: list[str]) -> Any:
+    """Refuse experiment-changing overrides now, before Hydra records anything in the run;
+    returns the config the resume trains with."""
     from rltrain import checkpoint
     from rltrain.compose import composed_dict
     from rltrain.overrides import first_of_sweeps
@@ -193,5 +253,5 @@ def _check_resume(ckpt: Path, argv: list[str]) -> None:
     from rltrain.runner.resume import resume_config
 
     saved = checkpoint.load(ckpt, require=RESUME)["config"]  # a damaged file fails first, fast
-    overrides = first_of_sweeps([a for a in argv if not a.startswith("-")])
-    resume_config(saved, composed_dict(overrides), overrides, str(ckpt))
+    overrides = first_of_sweeps([a for a in argv if is_override(a)])  # not `--cfg job`'s `job`
+    return resume_config(saved, composed_dict(overrides), overrides, str(ckpt))

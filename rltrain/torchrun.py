@@ -33,13 +33,14 @@ def prepare(argv: list[str], world: World,
     and check, None on the other ranks; the folders rank 0 created for it)."""
     from rltrain.compose import compose_train_config
     from rltrain.registry import get_algo_spec
-    from rltrain.run_target import with_run_dir
+    from rltrain.run_target import resumed_config, with_run_dir
     from rltrain.runner.setup import check_data_parallel, resolve_device
 
     if any(a in ("-m", "--multirun") for a in argv):
         raise UserError("a sweep (-m) under torchrun would run every job on every rank: start "
                         "torchrun per job, or sweep without torchrun (hydra/launcher=...)")
-    cfg = compose_train_config(argv, normalized=True)
+    # resume=<run>: checked against the saved config, as a plain `rltrain resume=` is
+    cfg = resumed_config(argv) or compose_train_config(argv, normalized=True)
     check_data_parallel(cfg.algo.name, get_algo_spec(cfg.algo.name).family, world.size)
     device = resolve_device(cfg.device)
     if device.type == "cuda":  # each rank its own GPU: cuda:$LOCAL_RANK

@@ -591,3 +591,79 @@ def test_with_saved_choices_puts_the_runs_choices_first_unless_given(tmp_path):
         "env.id=CartPole-v1", "~tuned", "algo=ppo", f"resume={run}"]
     assert with_saved_choices(["resume=auto", "algo=dqn"]) == ["resume=auto", "algo=dqn"]
     assert with_saved_choices(["algo=dqn"]) == ["algo=dqn"]
+
+
+def test_with_saved_choices_never_carries_code_and_keeps_overrides_together(tmp_path):
+    """A recorded `env.id=mymod:make` carried into the command line counted as named by the
+    user, so a resume imported the run's code unasked; choices put before `-m` split Hydra's
+    overrides ("unrecognized arguments")."""
+    from rltrain.run_target import with_overrides, with_saved_choices
+
+    hydra = tmp_path / "run" / ".hydra"
+    hydra.mkdir(parents=True)
+    (hydra / "overrides.yaml").write_text("- algo=ppo\n- env.id=mymod:make\n- ~tuned\n")
+    run = str(tmp_path / "run")
+    assert with_saved_choices(["-m", f"resume={run}"]) == ["-m", "algo=ppo", "~tuned",
+                                                           f"resume={run}"]
+    assert with_saved_choices([f"resume={run}", "--cfg", "job"]) == [
+        "algo=ppo", "~tuned", f"resume={run}", "--cfg", "job"]
+    assert with_overrides(["resume=x", "-m"], ["hydra.run.dir=y"]) == ["resume=x",
+                                                                        "hydra.run.dir=y", "-m"]
+    assert with_overrides(["-m"], ["a=1"]) == ["-m", "a=1"]
+
+
+def test_a_resume_of_code_named_in_the_run_still_needs_it_named(tmp_path, monkeypatch, capfd):
+    from tests.e2e.harness import assert_refused, run_cli
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "envs"))
+    tiny = ["total_timesteps=128", "algo.n_steps=16", "algo.batch_size=16", "eval.episodes=1",
+            "logger=none", "progress=off"]
+    made = run_cli(["algo=ppo", "env.id=dict_envs:CueTask", "env.num_envs=1", *tiny,
+                    "hydra.run.dir=coded"], tmp_path, monkeypatch, capfd)
+    assert made.rc == 0, made.describe()
+    (tmp_path / "coded" / "checkpoints" / "final.pt").unlink()
+    assert_refused(run_cli(["resume=coded", "total_timesteps=256"], tmp_path, monkeypatch, capfd),
+                   2, "names code to run (env.id=dict_envs:CueTask)")
+    with pytest.raises(UserError, match="names code to run"):
+        train(["resume=" + str(tmp_path / "coded"), "total_timesteps=256"])
+
+
+def test_a_resume_from_python_checks_against_the_runs_own_preset(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    train(["algo=ppo", "env=cartpole", "total_timesteps=256", "algo.n_steps=16",
+           "algo.batch_size=64", "eval.episodes=1", "logger=none", "progress=off"], run_dir="p")
+    with pytest.raises(UserError, match=r"would change the experiment \(env.num_envs: 8 -> 4\)"):
+        train(["resume=p", "total_timesteps=512", "env.num_envs=4"])
+
+
+def test_a_resume_without_the_runs_record_checks_algo_fields_against_its_checkpoint(
+        tmp_path, monkeypatch, capfd):
+    """A folder copied without `.hydra/`: `algo.lr_decay_steps` (the refusal's own hint) was an
+    "unknown field" of the default PPO."""
+    from tests.e2e.harness import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    train(["algo=dqn", "env=cartpole", "total_timesteps=200", "algo.learning_starts=100",
+           "algo.hidden_sizes=[8]", "eval.episodes=1", "logger=none", "progress=off"],
+          run_dir="d")
+    (tmp_path / "d" / "checkpoints" / "final.pt").unlink()
+    import shutil
+
+    shutil.rmtree(tmp_path / "d" / ".hydra")
+    result = run_cli(["resume=d", "total_timesteps=300", "algo.lr_decay_steps=300"], tmp_path,
+                     monkeypatch, capfd)
+    assert result.rc == 0, result.describe()
+
+
+def test_a_torchrun_resume_checks_against_the_runs_own_preset(tmp_path, monkeypatch, capfd):
+    """Under torchrun the resume was validated as a new run (the default env's preset) before
+    the ranks connect; the refusal comes before any process group is joined."""
+    from tests.e2e.harness import assert_refused, run_cli
+
+    monkeypatch.chdir(tmp_path)
+    train(["algo=ppo", "env=cartpole", "total_timesteps=256", "algo.n_steps=16",
+           "algo.batch_size=64", "eval.episodes=1", "logger=none", "progress=off"], run_dir="p")
+    for name, value in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(name, value)
+    assert_refused(run_cli(["resume=p", "total_timesteps=512", "env.num_envs=4"], tmp_path,
+                           monkeypatch, capfd), 2, "(env.num_envs: 8 -> 4)")

@@ -317,10 +317,13 @@ def test_a_seed_batch_without_preset_says_the_defaults_once(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize(("argv", "head"), [
-    (["algo=ppo", "env.id=HalfCheetah-v5"], "no tuned preset for (ppo, HalfCheetah-v5) (env="
-     "halfcheetah would apply conf/tuned/ppo_halfcheetah.yaml); using defaults"),
-    (["algo=ppo", "env.id=ALE/Pong-v5"], "no tuned preset for (ppo, ALE/Pong-v5) (env=ALE/Pong-v5 "
-     "would apply conf/tuned/ppo_atari.yaml); using defaults"),
+    (["algo=ppo", "env.id=HalfCheetah-v5"], "no tuned preset for (ppo, HalfCheetah-v5) (conf/"
+     "tuned/ppo_halfcheetah.yaml exists: env=halfcheetah applies it, unless env.id= or ~tuned "
+     "is given); using defaults"),
+    (["algo=ppo", "env.id=ALE/Pong-v5"], "no tuned preset for (ppo, ALE/Pong-v5) (conf/tuned/"
+     "ppo_atari.yaml exists: env=ALE/Pong-v5 applies it, unless"),
+    (["algo=dqn", "env=cartpole", "~tuned"], "no tuned preset for (dqn, CartPole-v1) (conf/tuned/"
+     "dqn_cartpole.yaml exists: env=cartpole applies it, unless env.id= or ~tuned is given)"),
     (["algo=ppo_lstm", "env=breakout"], "no tuned preset for (ppo_lstm, ALE/Breakout-v5); using"),
     (["algo=ppo", "env=halfcheetah", "algo.recurrent=gru"],
      None),  # the preset applies: no such line

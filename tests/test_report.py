@@ -256,3 +256,18 @@ def test_a_group_of_one_run_shows_no_spread(tmp_path, capsys):
     with open(tmp_path / "sweep" / "report.csv") as f:
         rows = {r["group"]: r for r in csv.DictReader(f)}
     assert rows["algo=ppo"]["final_std"] == "" and float(rows["algo=a2c"]["final_std"]) > 1.4
+
+
+def test_wall_clock_counts_a_process_that_stopped_before_completing(tmp_path):
+    """A resume stopped by Ctrl-C logs no `final/wall_clock_s`: its time was left out (0.4 s
+    for a run that trained 6 s more)."""
+    from rltrain.report.runs import training_seconds
+
+    run = make_run(tmp_path / "run", ["algo=ppo"], [1.0, 2.0, 3.0])  # logs at 1000 .. 1021
+    _append_rows(run, [[300, 1021.0, "final/wall_clock_s", 26.0],
+                       [400, 5000.0, "train/policy_loss", 0.1],   # resumed an hour later,
+                       [500, 5006.0, "eval/mean_reward", 4.0]])   # stopped after 6 s
+    assert load_run(run).wall_clock == 32.0
+    times = np.array([10.0, 20.0, 100.0, 130.0, 131.0])  # stopped at 20; resumed, completed
+    assert training_seconds(times, [(131.0, 31.0)], start=5.0) == 15.0 + 31.0
+    assert training_seconds(times, [], start=5.0) == 126.0  # no completed process: one span

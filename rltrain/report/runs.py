@@ -34,6 +34,10 @@ class Scalars:
     series: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     first_time: float | None = None
     last_time: float | None = None
+    times: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Every logged row's wall-clock time, sorted."""
+    wall_clocks: list[tuple[float, float]] = field(default_factory=list)
+    """(when, seconds) of each `final/wall_clock_s` row: one per completed process."""
     dropped: int = 0
     """Malformed lines skipped while reading (a torn last line of a killed run, or garbage)."""
 
@@ -71,17 +75,14 @@ class Run:
 
     @property
     def wall_clock(self) -> float:
-        """Training seconds: the sum of the `final/wall_clock_s` each completed process logged
-        (a resumed run's idle time between them is not counted); a run without one, from its
-        start (its `.hydra/` record or its first log, the earlier: a copied folder's record is
-        newer than its logs) to its last log."""
-        seconds = self.scalars.get(WALL_CLOCK_TAG)[1]
-        if len(seconds):
-            return float(seconds.sum())
-        starts = [t for t in (self.start_time, self.scalars.first_time) if t is not None]
-        if not starts or self.scalars.last_time is None:
+        """Training seconds of every process that trained the run (see `training_seconds`); the
+        first one from the run's start (its `.hydra/` record, when it is older than the first
+        log: a copied folder's record is newer than its logs)."""
+        s = self.scalars
+        if not len(s.times):
             return float("nan")
-        return max(self.scalars.last_time - min(starts), 0.0)
+        start = s.times[0] if self.start_time is None else min(self.start_time, s.times[0])
+        return training_seconds(s.times, s.wall_clocks, start)
 
     @property
     def group(self) -> str:
@@ -90,6 +91,28 @@ class Run:
             return f"({self.path.name})"
         kept = [o for o in self.overrides if o.lstrip("+~").partition("=")[0] not in UNGROUPED]
         return " ".join(sorted(kept)) or "(defaults)"
+
+
+def training_seconds(times: np.ndarray, wall_clocks: list[tuple[float, float]],
+                     start: float) -> float:
+    """Seconds spent training: each completed process's `final/wall_clock_s`, plus, for the logs
+    outside those processes (one stopped by Ctrl-C, killed, or still running), the span from the
+    first to the last log of each stretch of them; the idle time between processes is not
+    counted. `times`: every log's time, sorted; `start`: the run's start, which the first
+    stretch counts from. Two processes that both ended without completing read as one stretch
+    (the time between them counted)."""
+    covered = [(when - seconds - 1.0, when + 1.0) for when, seconds in wall_clocks]
+    total = sum(seconds for _, seconds in wall_clocks)
+    stretch: list[float] = []
+    for t in (*times, None):
+        if t is not None and not any(lo <= t <= hi for lo, hi in covered):
+            stretch.append(t)
+            continue
+        if stretch:
+            first = min(start, stretch[0]) if stretch[0] == times[0] else stretch[0]
+            total += stretch[-1] - first
+            stretch = []
+    return max(total, 0.0)
 
 
 def find_runs(folder: Path) -> list[Path]:
@@ -153,7 +176,9 @@ def read_csv(path: Path) -> Scalars:
     points: dict[str, dict[int, float]] = {}
     for step, _, name, value in found.rows:
         points.setdefault(name, {})[int(step)] = float(value)
-    scalars = _scalars(points, [float(row[1]) for row in found.rows])
+    scalars = _scalars(points, [float(row[1]) for row in found.rows],
+                       [(float(t), float(v)) for _, t, name, v in found.rows
+                        if name == WALL_CLOCK_TAG])
     scalars.dropped = found.dropped
     return scalars
 
@@ -167,17 +192,22 @@ def read_tensorboard(tb_dir: Path) -> Scalars:
     acc = EventAccumulator(str(tb_dir), size_guidance={"scalars": 0})  # 0: keep every point
     acc.Reload()
     points: dict[str, dict[int, float]] = {}
-    times = []
+    times, wall_clocks = [], []
     for tag in acc.Tags().get("scalars", []):
         for event in acc.Scalars(tag):
             points.setdefault(tag, {})[int(event.step)] = float(event.value)
             times.append(float(event.wall_time))
-    return _scalars(points, times)
+            if tag == WALL_CLOCK_TAG:
+                wall_clocks.append((float(event.wall_time), float(event.value)))
+    return _scalars(points, times, wall_clocks)
 
 
-def _scalars(points: dict[str, dict[int, float]], times: list[float]) -> Scalars:
+def _scalars(points: dict[str, dict[int, float]], times: list[float],
+             wall_clocks: list[tuple[float, float]] | None = None) -> Scalars:
     series = {}
     for name, by_step in points.items():
         steps = np.array(sorted(by_step), dtype=np.int64)
         series[name] = (steps, np.array([by_step[s] for s in steps], dtype=np.float64))
-    return Scalars(series, min(times) if times else None, max(times) if times else None)
+    ordered = np.sort(np.asarray(times, dtype=np.float64))
+    return Scalars(series, min(times) if times else None, max(times) if times else None,
+                   ordered, sorted(wall_clocks or []))

@@ -60,8 +60,8 @@ def warn_unused_atari(cfg: TrainConfig) -> None:
         return
     default = AtariConfig()
     changed = [f"env.atari.{f.name}={getattr(cfg.env.atari, f.name)}"
-               for f in dataclasses.fields(AtariConfig)
-               if f.name != "preprocess" and getattr(cfg.env.atari, f.name) != getattr(default, f.name)]
+               for f in dataclasses.fields(AtariConfig) if f.name != "preprocess"
+               and getattr(cfg.env.atari, f.name) != getattr(default, f.name)]
     if changed:
         log.warning("%s: %s is not an Atari (ALE/<Game>-v5) id, so the Atari preprocessing and "
                     "its settings do not apply", ", ".join(changed), cfg.env.id)
@@ -77,8 +77,9 @@ def algo_option(algo: Any) -> str:
 
 
 def _unused_preset(cfg: TrainConfig) -> str:
-    """` (env=halfcheetah would apply conf/tuned/ppo_halfcheetah.yaml)` when a preset exists for the
-    run's algorithm and env that its options did not choose (`env.id=`, `~tuned`); else ""."""
+    """` (conf/tuned/ppo_halfcheetah.yaml exists: env=halfcheetah applies it, ...)` when a
+    preset exists for the run's algorithm and env that its options did not choose (`env.id=`,
+    `~tuned`); else ""."""
     from importlib import resources
 
     from rltrain.config_store import preset_env_name
@@ -90,7 +91,8 @@ def _unused_preset(cfg: TrainConfig) -> str:
     if not resources.files("rltrain.conf").joinpath("tuned", f"{preset}.yaml").is_file():
         return ""
     option = env_name if env_name != "atari" else cfg.env.id
-    return f" (env={option} would apply conf/tuned/{preset}.yaml)"
+    return (f" (conf/tuned/{preset}.yaml exists: env={option} applies it, unless env.id= or "
+            f"~tuned is given)")
 
 
 def warn_idle_steps(cfg: TrainConfig) -> None:
