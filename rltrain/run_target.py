@@ -191,9 +191,11 @@ def with_saved_choices(argv: list[str]) -> list[str]:
     if not isinstance(recorded, list):
         return argv
     given = {_choice_key(a) for a in argv}
-    carried = [str(o) for o in recorded if isinstance(o, str)
-               and _choice_key(o) in _CHOICES and _choice_key(o) not in given
-               and ":" not in o]  # code (`env.id=mymod:make`) runs only when named again
+    choices = [str(o) for o in recorded if isinstance(o, str) and _choice_key(o) in _CHOICES]
+    if any(":" in o for o in choices):  # code (`env.id=mymod:make`) runs only when named
+        # again; `env=` alone would then read as a change of env (the id overrode it)
+        choices = [o for o in choices if ":" not in o and _choice_key(o) != "env"]
+    carried = [o for o in choices if _choice_key(o) not in given]
     first = next((i for i, a in enumerate(argv) if is_override(a)), len(argv))
     return [*argv[:first], *carried, *argv[first:]]
 

@@ -601,7 +601,8 @@ def test_with_saved_choices_never_carries_code_and_keeps_overrides_together(tmp_
 
     hydra = tmp_path / "run" / ".hydra"
     hydra.mkdir(parents=True)
-    (hydra / "overrides.yaml").write_text("- algo=ppo\n- env.id=mymod:make\n- ~tuned\n")
+    (hydra / "overrides.yaml").write_text(  # env= too: the id overrode it, so neither is carried
+        "- algo=ppo\n- env=CartPole-v1\n- env.id=mymod:make\n- ~tuned\n")
     run = str(tmp_path / "run")
     assert with_saved_choices(["-m", f"resume={run}"]) == ["-m", "algo=ppo", "~tuned",
                                                            f"resume={run}"]
