@@ -157,6 +157,15 @@ def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
     return {f"eval/{k}": result[k] for k in keys}
 
 
+def _mode(policy: Any, algo: str, deterministic: bool) -> tuple[bool, str | None]:
+    """(whether the evaluation is deterministic, a note when `deterministic=False` asked for a
+    stochastic mode the policy lacks: DQN's, TD3's and DDPG's act greedily)."""
+    if deterministic or getattr(policy, "stochastic", True):
+        return deterministic, None
+    return True, (f"{algo}'s policy is deterministic (its exploration is a training device): "
+                  f"deterministic=false evaluates the same actions")
+
+
 @as_guest
 def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 1000,
              device: str = "cpu", num_envs: int = 5, write: bool = True, video: bool = False,
@@ -196,11 +205,7 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
             env = make_env(cfg.env, device, num_envs=n, training=False)
         try:
             algo = build_agent(cfg, env, payload, path, device)
-            note = None
-            if not deterministic and not getattr(algo.policy, "stochastic", True):
-                note = (f"{cfg.algo.name}'s policy is deterministic (its exploration is "
-                        f"a training device): deterministic=false evaluates the same actions")
-                deterministic = True
+            deterministic, note = _mode(algo.policy, cfg.algo.name, deterministic)
             with torch.random.fork_rng():  # `seed` also fixes stochastic actions; caller's RNG kept
                 torch.manual_seed(seed)
                 result = run_episodes(algo.policy, env, episodes, deterministic, seed)
