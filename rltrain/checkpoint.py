@@ -207,16 +207,24 @@ envs may use inf on purpose."""
 
 def check_finite(payload: dict[str, Any]) -> None:
     """Raise `TrainingError` naming the first non-finite value of the `FINITE` parts."""
-    leaves = list(_leaves(payload, ""))
-    tensors = [v for _, v in leaves if isinstance(v, torch.Tensor)]
-    numbers = [(k, v) for k, v in leaves if not isinstance(v, torch.Tensor)]
-    if _all_finite(tensors) and all(_finite_number(k, v) for k, v in numbers):
+    bad = _first_nonfinite(payload, FINITE)
+    if bad is None:
         return
-    key = next(k for k, v in leaves if not _finite(k, v))
+    key = bad[0]
     counters = payload.get("counters")
     step = counters.get("global_step") if isinstance(counters, dict) else None
     at = f" at step {step:,}" if type(step) is int else ""
     raise TrainingError(f"non-finite {key}{at}{_hint(key)}")
+
+
+def _first_nonfinite(payload: dict[str, Any], parts: tuple[str, ...]) -> tuple[str, Any] | None:
+    """(key, value) of the first non-finite value of `parts`, found after one fast pass."""
+    leaves = list(_leaves(payload, "", parts=parts))
+    tensors = [v for _, v in leaves if isinstance(v, torch.Tensor)]
+    numbers = [(k, v) for k, v in leaves if not isinstance(v, torch.Tensor)]
+    if _all_finite(tensors) and all(_finite_number(k, v) for k, v in numbers):
+        return None
+    return next((k, v) for k, v in leaves if not _finite(k, v))
 
 
 def _under(key: str, prefix: str) -> bool:
@@ -224,11 +232,12 @@ def _under(key: str, prefix: str) -> bool:
     return key == prefix or key.startswith((prefix + ".", prefix + "["))
 
 
-def _leaves(value: Any, key: str, inside: bool = False) -> Iterator[tuple[str, Any]]:
-    """(key path, value) of every floating tensor and float of the `FINITE` parts."""
+def _leaves(value: Any, key: str, inside: bool = False,
+            parts: tuple[str, ...] = FINITE) -> Iterator[tuple[str, Any]]:
+    """(key path, value) of every floating tensor and float of `parts` (the `FINITE` ones)."""
     if not inside:
-        if key and not any(_under(p, key) for p in FINITE):
-            inside = any(_under(key, p) for p in FINITE)
+        if key and not any(_under(p, key) for p in parts):
+            inside = any(_under(key, p) for p in parts)
             if not inside:
                 return  # a part that is not checked: not even walked
     kind = type(value)
@@ -240,10 +249,10 @@ def _leaves(value: Any, key: str, inside: bool = False) -> Iterator[tuple[str, A
             yield key, value
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from _leaves(v, _join(key, k), inside)
+            yield from _leaves(v, _join(key, k), inside, parts)
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            yield from _leaves(v, f"{key}[{i}]", inside)
+            yield from _leaves(v, f"{key}[{i}]", inside, parts)
 
 
 _SMALL = 1 << 16
@@ -351,8 +360,8 @@ def resolve(path: str | os.PathLike) -> Path:
 def load(path: str | os.PathLike, map_location: str | torch.device = "cpu",
          require: tuple[str, ...] = ()) -> dict[str, Any]:
     """Load a checkpoint and check its fields (`rltrain.payload.check_payload`: `config` always,
-    plus the parts in `require`); any unreadable, foreign or malformed file is a one-line
-    `UserError`."""
+    plus the parts in `require`), and for readers of `algo` that its weights are finite; any
+    unreadable, foreign, malformed or damaged file is a one-line `UserError`."""
     from rltrain.payload import check_payload
 
     p = resolve(path)
@@ -368,6 +377,11 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu",
         raise UserError(f"{p} has checkpoint format {version}, newer than this rltrain "
                         f"understands ({FORMAT_VERSION}); upgrade rltrain")
     check_payload(payload, p, require)
+    bad = _first_nonfinite(payload, ("algo", "env.obs_rms")) if "algo" in require else None
+    if bad is not None:  # `save` never writes one: the file is damaged, a policy would act on it
+        kind = "NaN" if torch.isnan(torch.as_tensor(bad[1])).any() else "inf"
+        raise UserError(f"{p} holds {kind} in {bad[0]}: the checkpoint is damaged (rltrain never "
+                        f"saves non-finite weights); use another checkpoint of the run")
     return payload
 
 

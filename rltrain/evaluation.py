@@ -262,12 +262,26 @@ def load_checkpoint(ckpt: str | Path, device: str = "cpu", named: NamedCode | No
     from rltrain.envs.atari import check_frame_layout
     from rltrain.payload import EVAL
 
+    refuse_seed_batch(ckpt)
     path = checkpoint.resolve(ckpt)
     payload = checkpoint.load(path, map_location=device, require=EVAL)
     cfg = to_train_config(payload["config"])
     require_named(cfg.env, named, str(path))
     check_frame_layout(cfg.env, cfg.algo.net.encoder, payload["algo"], str(path))
     return path, payload, cfg
+
+
+def refuse_seed_batch(ckpt: str | Path) -> None:
+    """A one-line `UserError` when `ckpt` is the folder of a several-seed run (`num_seeds=N`):
+    it holds one run per seed in `seed_<s>/` and no policy of its own, so name those."""
+    batch = RunDir(Path(ckpt).expanduser())
+    seeds = batch.seed_folders()
+    if not seeds or batch.latest.is_file():
+        return
+    shown = [f"ckpt={batch.seed(s).root}" for s in seeds[:3]]
+    more = f" (or another of its {len(seeds)} seeds)" if len(seeds) > 3 else ""
+    raise UserError(f"{batch.root} is a batch of {len(seeds)} seeds, one run each in "
+                    f"seed_<s>/, with no policy of its own: pick one, {' or '.join(shown)}{more}")
 
 
 def build_agent(cfg: Any, env: VecEnv, payload: dict[str, Any], path: Path, device: str) -> Any:

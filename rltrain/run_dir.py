@@ -2,7 +2,8 @@
 
 A run folder (README "Run directory") holds everything needed to reproduce, resume, evaluate
 or export one run. Code that reads or writes one of its files asks a `RunDir` for the path
-instead of spelling the name again. Nothing here touches the disk except the two `is_*` probes.
+instead of spelling the name again. Nothing here touches the disk except the probes that end
+`RunDir`.
 """
 
 from __future__ import annotations
@@ -184,6 +185,14 @@ class RunDir:
     def has_checkpoint(self) -> bool:
         """True when `checkpoints/` holds any `.pt` file."""
         return self.checkpoints.is_dir() and any(self.checkpoints.glob("*.pt"))
+
+    def seed_folders(self) -> list[int]:
+        """The seeds `s` whose `seed_<s>/` folder is here (a several-seed run), in order."""
+        if not self.root.is_dir():
+            return []
+        found = (p.name.removeprefix("seed_") for p in self.root.glob("seed_*") if p.is_dir())
+        return sorted(int(s) for s in found if s.lstrip("-").isdigit())
+
 
 
 def periodic_name(step: int) -> str:

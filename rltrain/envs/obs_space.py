@@ -106,6 +106,11 @@ def leaves(space: gym.Space, key: str = "", path: tuple[Any, ...] = ()) -> list[
                for leaf in leaves(sub, f"{key}.{name}" if key else str(name), (*path, name))]
         if not out:
             raise UserError(f"observation space {space} has no entries")
+        seen = [leaf.key for leaf in out]
+        twice = sorted({k for k in seen if seen.count(k) > 1})
+        if twice:  # {"a.b": ..., "a": {"b": ...}}: one dict key would hold both
+            raise UserError(f"observation key {twice[0]!r} names more than one entry of "
+                            f"{space} (nested keys join with '.'): rename one of them")
         return out
     nvec, start = categorical_space(space)
     if nvec is not None:

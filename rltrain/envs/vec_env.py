@@ -16,6 +16,7 @@ import torch
 
 from rltrain.envs.extras import vector_extras
 from rltrain.envs.masks import MASK_KEY, MASKABLE, to_mask
+from rltrain.envs.obs_bounds import BoundsWatch
 from rltrain.envs.obs_space import array_tensor, is_structured, leaves
 from rltrain.errors import EnvError, TrainingError, UserError
 from rltrain.obs import Obs
@@ -108,6 +109,7 @@ class GymVecEnv:
         kind, dim = describe_action_space(venv.single_action_space)
         nvec = action_nvec(venv.single_action_space)
         self._leaves = leaves(obs_space)
+        self._bounds = BoundsWatch(self._leaves, name)  # warns of a wrong Box space, once
         self._structured = is_structured(obs_space)
         if self._structured:  # Dict / Tuple: one tensor per entry, in a dict
             self.spec = EnvSpec((), kind, dim, venv.num_envs, action_nvec=nvec,
@@ -181,6 +183,7 @@ class GymVecEnv:
             raise self._fault("reset", exc) from exc
         arrays = [leaf.pick(obs) for leaf in self._leaves]
         self._check_finite(arrays, np.zeros(1))
+        self._bounds.reset(arrays)
         self._ep_return[:] = 0.0
         self._ep_length[:] = 0
         self.reset_info = self._env_info(info)
@@ -197,6 +200,7 @@ class GymVecEnv:
             raise self._fault("step", exc) from exc
         arrays = [leaf.pick(obs) for leaf in self._leaves]
         self._check_finite(arrays, reward)
+        self._bounds.step(arrays)
         self._info_mask = self._mask_from_info(info, self._info_mask)
         out_info: dict[str, Any] = vector_extras(info, self.log_keys)
         if self.info_keys:

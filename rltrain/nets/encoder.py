@@ -67,15 +67,34 @@ class DictEncoder(nn.Module):
         self.keys = [key for key, _ in spec.entries]
         built = [make_encoder(sub) for _, sub in spec.entries]
         # flatten entries have no module: None cannot sit in a ModuleDict, so only the others do
-        self.encoders = nn.ModuleDict({key: enc for key, (enc, _) in zip(self.keys, built,
-                                                                          strict=True)
-                                       if enc is not None})
+        self.names = [module_name(key) if enc is not None else None
+                      for key, (enc, _) in zip(self.keys, built, strict=True)]
+        named = [(n, k) for n, k in zip(self.names, self.keys, strict=True) if n is not None]
+        clash = [k for n, k in named if [m for m, _ in named].count(n) > 1]
+        if clash:
+            raise UserError(f"observation entries {', '.join(map(repr, clash))} would share one "
+                            f"encoder name; rename one of those keys in the env's space")
+        self.encoders = nn.ModuleDict({n: enc for n, (enc, _) in zip(self.names, built,
+                                                                      strict=True)
+                                       if n is not None})
         self.widths = [width for _, width in built]
         self.features = sum(self.widths)
 
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        return torch.cat([encode(self.encoders[k] if k in self.encoders else None, obs[k])
-                          for k in self.keys], dim=-1)
+        return torch.cat([encode(self.encoders[n] if n is not None else None, obs[k])
+                          for k, n in zip(self.keys, self.names, strict=True)], dim=-1)
+
+
+def module_name(key: str) -> str:
+    """The name of entry `key`'s encoder in `DictEncoder.encoders`: the key itself, with each "."
+    (a nested Dict / Tuple entry, "body.cue", or a key that holds one) written "/", because
+    module names cannot hold dots (they join state_dict names), and with a leading "/" where
+    the key is empty or an attribute of `nn.ModuleDict` ("type", "keys"), which it refuses."""
+    name = key.replace(".", "/")
+    return "/" + name if not name or hasattr(_PROBE, name) else name
+
+
+_PROBE = nn.ModuleDict()  # what `module_name` asks which names `nn.ModuleDict` already holds
 
 
 def describe(spec: NetSpec) -> list[str]:
