@@ -194,7 +194,6 @@ class RunDir:
         return sorted(int(s) for s in found if s.lstrip("-").isdigit())
 
 
-
 def periodic_name(step: int) -> str:
     """The file name of the periodic checkpoint at env step `step`: `step_<9 digits>.pt`."""
     return f"step_{step:09d}.pt"
