@@ -8,6 +8,7 @@ machine lacks) stops the command before anything is built or written.
 from __future__ import annotations
 
 import math
+import os
 import re
 
 from rltrain.errors import UserError
@@ -86,3 +87,20 @@ def _check_cuda(key: str, name: str, index: int | None) -> None:
     if index is not None and index >= count:
         raise UserError(f"{key}={name}: this machine has {count} CUDA GPU(s), cuda:0 to "
                         f"cuda:{count - 1}; use {key}=cuda:0 or {key}=cpu")
+
+
+def available_memory() -> int | None:
+    """Bytes of host memory new allocations can still get, without torch: Linux's
+    `MemAvailable` (free memory plus the caches the kernel gives back), else the free physical
+    pages `sysconf` reports; None when neither is known."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # not POSIX, or a name this OS lacks
+        return None

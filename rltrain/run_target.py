@@ -7,6 +7,7 @@ are refused here, in one line, before Hydra's own first writes.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -36,9 +37,42 @@ def with_overrides(argv: list[str], items: list[str]) -> list[str]:
 
 
 def arg_value(argv: list[str], key: str) -> str | None:
-    """The value of the last `key=value` in `argv` (None when absent)."""
+    """The value of the last `key=value` in `argv` (None when absent), without the quotes
+    Hydra's grammar takes off a quoted value (`resume='/runs/my run'`, see `unquote`)."""
     values = [a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith(f"{key}=")]
-    return values[-1] if values else None
+    return unquote(values[-1]) if values else None
+
+
+def unquote(value: str) -> str:
+    """`value` as Hydra's override grammar reads it when it is one quoted string (`'a b'` or
+    `"a b"`, escapes such as `\\'` resolved): what the job's config will hold. Anything else
+    is returned as typed. A path with spaces or non-ASCII letters must be quoted on a Hydra
+    command line, so every raw `key=value` read here (a run folder, `resume=`) goes through
+    this: the quotes kept, `resume='/runs/été'` looked for a folder named `'/runs/été'`."""
+    if len(value) < 2 or value[0] not in "'\"" or value[-1] != value[0]:
+        return value
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_override(f"key={value}").value()
+    except Exception:  # noqa: BLE001 - not one quoted string (`'a' 'b'`): Hydra reports it
+        return value
+    return parsed if isinstance(parsed, str) else value
+
+
+def hydra_quoted(value: str) -> str:
+    """`value` written so that Hydra's override grammar reads it back unchanged: as typed
+    when it can (`outputs/2024-01-01/10-00-00`), else quoted (`'/runs/my runs/été'`: Hydra
+    refuses non-ASCII letters unquoted)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Quote, QuotedString
+
+    try:
+        if OverridesParser.create().parse_override(f"key={value}").value() == value:
+            return value
+    except Exception:  # noqa: BLE001 - not readable unquoted
+        pass
+    return QuotedString(text=value, quote=Quote.single).with_quotes()
 
 
 def budget(argv: list[str]) -> float | None:
@@ -95,7 +129,7 @@ def claim_run_dir(argv: list[str]) -> tuple[Path | None, list[Path]]:
 def with_run_dir(argv: list[str], target: Path | str) -> list[str]:
     """`argv` with `hydra.run.dir=<target>` (the folder claimed for it) unless it names one."""
     return argv if arg_value(argv, "hydra.run.dir") is not None else with_overrides(
-        argv, [f"hydra.run.dir={target}"])
+        argv, [f"hydra.run.dir={hydra_quoted(str(target))}"])
 
 
 MIN_FREE_BYTES = 1 << 20
@@ -118,7 +152,8 @@ def check_free_space(target: Path) -> None:
 def check_writable(argv: list[str]) -> None:
     """Refuse an output folder we cannot create or write, before Hydra tries to."""
     keys = ("hydra.run.dir=", "hydra.sweep.dir=")
-    target = next((a.split("=", 1)[1] for a in reversed(argv) if a.startswith(keys)), "outputs")
+    target = unquote(next((a.split("=", 1)[1] for a in reversed(argv) if a.startswith(keys)),
+                          "outputs"))
     path = Path(target).absolute()
     # 255 bytes: NAME_MAX of ext4, xfs, btrfs, APFS and NTFS; the OS refuses longer names
     long = next((part for part in path.parts if len(os.fsencode(part)) > 255), None)
@@ -127,6 +162,7 @@ def check_writable(argv: list[str]) -> None:
                         f"bytes, the file system's limit is 255; choose a shorter "
                         f"hydra.run.dir=<folder>")
     while not path.exists() and path != path.parent:
+        _check_link(target, path)
         path = path.parent
     if not path.is_dir():
         raise UserError(f"output folder {target} cannot be created: {path} is a file; "
@@ -139,9 +175,27 @@ def check_writable(argv: list[str]) -> None:
                         f"choose another with hydra.run.dir=<folder>")
 
 
+def _check_link(target: str, path: Path) -> None:
+    """Refuse a `path` (on the way to the output folder `target`) that does not exist but is
+    there: a symbolic link to nothing, or a loop of links. `mkdir` would fail on it with
+    FileExistsError after Hydra started, and a folder made where the link points would be
+    somewhere the user did not name."""
+    if not os.path.lexists(path):
+        return
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            why = "a symbolic link that loops (it points, through links, back to itself)"
+        else:
+            why = f"a symbolic link to {os.readlink(path)}, which does not exist"
+        raise UserError(f"output folder {target} cannot be created: {path} is {why}; fix or "
+                        f"remove the link, or choose another hydra.run.dir=<folder>") from exc
+
+
 def resume_run_dir(argv: list[str]) -> list[str]:
     """`resume=<run or ckpt>` continues in that run's folder: point Hydra's run dir there."""
-    value = next((a.split("=", 1)[1] for a in argv if a.startswith("resume=")), None)
+    value = arg_value(argv, "resume")
     if not value or value == "auto" or any(a.startswith("hydra.run.dir=") for a in argv):
         return []
     from rltrain.seeds.folder import batch_seeds, resumable_seeds
@@ -149,7 +203,8 @@ def resume_run_dir(argv: list[str]) -> list[str]:
     if batch_seeds(value):  # a num_seeds batch: every seed's checkpoint, the batch's folder
         for ckpt in resumable_seeds(Path(value)).values():
             _check_resume(ckpt, argv)
-        return [f"hydra.run.dir={Path(value)}", f"hydra.output_subdir={HYDRA}/resume"]
+        return [f"hydra.run.dir={hydra_quoted(str(Path(value)))}",
+                f"hydra.output_subdir={HYDRA}/resume"]
     from rltrain.runner.ownership import check_not_live
     from rltrain.runner.resume import find_resume_checkpoint  # torch: only when resuming
 
@@ -157,7 +212,7 @@ def resume_run_dir(argv: list[str]) -> list[str]:
         check_not_live(Path(value))
     ckpt = find_resume_checkpoint(value, Path("."))
     _check_resume(ckpt, argv)
-    return [f"hydra.run.dir={RunDir.of_checkpoint(ckpt).root}",
+    return [f"hydra.run.dir={hydra_quoted(str(RunDir.of_checkpoint(ckpt).root))}",
             f"hydra.output_subdir={HYDRA}/resume"]
 
 

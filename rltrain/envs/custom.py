@@ -204,25 +204,20 @@ def call_factory(source: EnvSource, kwargs: dict[str, Any]) -> Any:
 
 
 def make_gym_env(source: EnvSource, kwargs: dict[str, Any], max_episode_steps: int | None,
-                 render_mode: str | None = None) -> gym.Env:
-    """One gymnasium env of a registered id or a per-env factory, with its time limit."""
+                 render_mode: str | None = None, *, given: dict[str, Any] | None = None,
+                 ) -> gym.Env:
+    """One gymnasium env of a registered id or a per-env factory, with its time limit.
+
+    `given`: the part of `kwargs` the user set (`env.kwargs`; default: all of `kwargs`), named
+    when the registered id's constructor refuses them."""
+    given = dict(kwargs) if given is None else dict(given)
     kwargs = dict(kwargs)
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
     if source.factory is None:
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
-        try:
-            return gym.make(source.env_id, **kwargs)
-        except TypeError as exc:  # an env.kwargs value of the wrong type, say
-            raise UserError(f"env {source.env_id}: TypeError: {first_line(exc)} (check "
-                            f"env.kwargs)") from exc
-        except (ModuleNotFoundError, gym.error.DependencyNotInstalled) as exc:  # phys2d/: jax
-            raise UserError(f"env {source.env_id} needs a package that is not installed: "
-                            f"{type(exc).__name__}: {first_line(exc)}") from exc
-        except ImportError as exc:  # `cannot import name ...`: the env's own code, or shimmy's
-            raise UserError(f"env {source.env_id} failed to import what it needs: "
-                            f"{type(exc).__name__}: {first_line(exc)}") from exc
+        return _make_registered(source.env_id, kwargs, given)
     env = call_factory(source, kwargs)
     if not isinstance(env, gym.Env):
         hint = (" (a batched env: give the factory `num_envs` and `device` parameters)"
@@ -232,6 +227,35 @@ def make_gym_env(source: EnvSource, kwargs: dict[str, Any], max_episode_steps: i
     if max_episode_steps is not None:
         env = gym.wrappers.TimeLimit(env, max_episode_steps)
     return env
+
+
+def _make_registered(env_id: str, kwargs: dict[str, Any], given: dict[str, Any]) -> gym.Env:
+    """`gymnasium.make(env_id, **kwargs)`; whatever its constructor raises on the user's
+    `env.kwargs` (`given`) becomes one line naming the id and those kwargs, as a factory's
+    failure does (`call_factory`): Hopper's `frame_skip=0` divides by zero, its `xml_file` of a
+    missing file is an OSError, LunarLander's `gravity` out of range an AssertionError."""
+    try:
+        return gym.make(env_id, **kwargs)
+    except UserError:
+        raise
+    except (ModuleNotFoundError, gym.error.DependencyNotInstalled) as exc:  # phys2d/: jax
+        raise UserError(f"env {env_id} needs a package that is not installed: "
+                        f"{type(exc).__name__}: {first_line(exc)}") from exc
+    except ImportError as exc:  # `cannot import name ...`: the env's own code, or shimmy's
+        raise UserError(f"env {env_id} failed to import what it needs: "
+                        f"{type(exc).__name__}: {first_line(exc)}") from exc
+    except Exception as exc:
+        if not given and not isinstance(exc, TypeError):
+            raise  # the registered env itself failed, not the user's input: a bug to report
+        named = ", ".join(f"env.kwargs.{k}={_shown(v)}" for k, v in given.items())
+        raise UserError(f"env {env_id}: {type(exc).__name__}: {first_line(exc)} (check "
+                        f"{named or 'env.kwargs'})") from exc
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """`repr(value)`, cut to `limit` characters: a long list must not make the line a page."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def is_vec_env(obj: Any) -> bool:

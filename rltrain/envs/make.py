@@ -44,7 +44,8 @@ def _make_one(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
         raise UserError(f"{cfg.id} is a batched VecEnv: this needs one gymnasium env per row "
                         f"(e.g. for video)")
     if preprocessing(cfg):  # frames, not agent steps, inside: the time limit goes outside
-        env = wrap_frames(make_gym_env(source, ale_kwargs(cfg), None, render_mode), cfg)
+        env = wrap_frames(make_gym_env(source, ale_kwargs(cfg), None, render_mode,
+                                      given=dict(cfg.kwargs)), cfg)
         if cfg.max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, cfg.max_episode_steps)
     else:

@@ -23,6 +23,12 @@ MAX_WIDTH = 16_384
 """The widest layer (hidden width, CNN channels or features) rltrain builds: one 16,384-wide
 hidden-to-hidden layer already holds 268M weights (1 GiB in float32), far beyond RL's usual 64
 to 1,024; a wider one is a typo, or a checkpoint that would make rltrain allocate gigabytes."""
+MAX_ONE_HOT = 65_536
+"""The most one-hot inputs categorical observations may give a network (the sum of their
+`Discrete` sizes / `MultiDiscrete` nvec): the first layer holds that many rows. Taxi's 500
+states are far below; a `Discrete(10**7)` would make each 64-wide first layer 640M weights
+(2.4 GiB in float32, ~24 GiB with the critic, gradients and Adam's moments: the kernel kills
+the process). An observation that large wants an embedding or features, not a one-hot."""
 
 
 @dataclass

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from rltrain.errors import UserError
+from rltrain.nets.config import MAX_ONE_HOT
 from rltrain.nets.mlp import HIDDEN_GAIN
 from rltrain.nets.spec import NetSpec
 from rltrain.obs import Obs
@@ -19,6 +20,7 @@ def make_encoder(spec: NetSpec) -> tuple[nn.Module | None, int]:
     """(encoder, F): a `NatureCNN` for images; `OneHot` for categorical observations; None for
     vectors, which `encode` flattens (no module, so MLP checkpoints keep their keys and the hot
     path its speed)."""
+    check_one_hot(spec)
     if spec.entries:
         encoder = DictEncoder(spec)
         return encoder, encoder.features
@@ -27,6 +29,35 @@ def make_encoder(spec: NetSpec) -> tuple[nn.Module | None, int]:
     if not spec.image:
         return None, spec.obs_dim
     return NatureCNN(spec), spec.cnn_features
+
+
+def one_hot_width(spec: NetSpec) -> int:
+    """How many one-hot inputs the categorical observations (or entries) of `spec` give."""
+    return sum(spec.obs_nvec) + sum(one_hot_width(sub) for _, sub in spec.entries)
+
+
+def check_one_hot(spec: NetSpec) -> None:
+    """Refuse (one line) categorical observations whose one-hot would exceed `MAX_ONE_HOT`
+    inputs, before any layer is built: the first Linear would need gigabytes."""
+    width = one_hot_width(spec)
+    if width <= MAX_ONE_HOT:
+        return
+    spaces = [f"{key + ' ' if key else ''}{_space(sub.obs_nvec)}"
+              for key, sub in (*spec.entries, ("", spec)) if sub.obs_nvec]
+    raise UserError(f"categorical observations {', '.join(spaces)} would one-hot into "
+                    f"{width:,} network inputs, more than {MAX_ONE_HOT:,} "
+                    f"(rltrain.nets.config.MAX_ONE_HOT): the first layer alone would need "
+                    f"gigabytes; give the env a Box observation instead (an embedding or "
+                    f"features of the state: a gymnasium ObservationWrapper, listed in "
+                    f"env.wrappers as module:Class)")
+
+
+def _space(nvec: tuple[int, ...]) -> str:
+    """`Discrete(n)` or `MultiDiscrete([...])` as the user's env declared it (roughly)."""
+    if len(nvec) == 1:
+        return f"Discrete({nvec[0]:,})"
+    shown = ", ".join(map(str, nvec[:4])) + (", ..." if len(nvec) > 4 else "")
+    return f"MultiDiscrete([{shown}])"
 
 
 def encode(encoder: nn.Module | None, obs: Obs) -> torch.Tensor:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,20 +60,52 @@ def write_report(folder: Path, out: Path | None = None, console: Any = None) -> 
         raise UserError(f"report: no run below {folder} has evaluation results yet")
     groups = summarize(evaluated)
     out = out or folder
-    out.mkdir(parents=True, exist_ok=True)
+    _check_out(out)
     title = f"{folder}: {len(evaluated)} runs in {len(groups)} groups (final eval across seeds)"
     print_table(groups, title, console)
-    csv_path = write_csv(groups, out / REPORT_CSV, folder)
-    png_path = plot_groups([(g.label, g.runs) for g in groups], out / GROUP_CURVES,
-                           f"{folder}: eval return, mean and 95% bootstrap CI across seeds")
+    with _writing(out):
+        csv_path = write_csv(groups, out / REPORT_CSV, folder)
+        png_path = plot_groups([(g.label, g.runs) for g in groups], out / GROUP_CURVES,
+                               f"{folder}: eval return, mean and 95% bootstrap CI across seeds")
     console.print(f"table:  {csv_path}\ncurves: {png_path}")
-    study = write_study_report(folder, out)
+    with _writing(out):
+        study = write_study_report(folder, out)
     if study:
         console.print("study:  " + "\n        ".join(str(p) for p in study))
         best = out / BEST_TRIAL
         if best.is_file():
             console.print(best.read_text().strip(), markup=False, highlight=False, soft_wrap=True)
     return groups
+
+
+_CHOOSE = "choose a writable folder with --out <folder>"
+
+
+def _check_out(out: Path) -> None:
+    """Refuse (one line) an output folder the report cannot write into, before anything is
+    printed: a file where a folder should be, or a read-only folder (a finished sweep kept
+    read-only is read, never written into)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:  # mkdir of an existing file
+        raise UserError(f"report: --out {out} is a file, not a folder; {_CHOOSE}") from exc
+    except OSError as exc:  # a file on the way (NotADirectoryError), no permission, ...
+        raise UserError(f"report: cannot create the output folder {out}: "
+                        f"{exc.strerror or exc}; {_CHOOSE}") from exc
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UserError(f"report: cannot write into {out} (read-only); {_CHOOSE}")
+
+
+@contextlib.contextmanager
+def _writing(out: Path) -> Iterator[None]:
+    """A write into `out` that fails all the same (root squashed on NFS, a full disk, a
+    read-only mount `os.access` did not see) is one line naming the file."""
+    try:
+        yield
+    except OSError as exc:
+        where = exc.filename or out
+        raise UserError(f"report: cannot write {where}: {exc.strerror or exc}; "
+                        f"{_CHOOSE}") from exc
 
 
 def load_runs(paths: list[Path], console: Any) -> list[Run]:
