@@ -210,7 +210,8 @@ def _run_job(cfg: DictConfig) -> float:
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     payload = None
-    if cfg.get("resume") and batch_seeds(run_dir if cfg.resume == "auto" else cfg.resume):
+    if cfg.get("resume") and batch_seeds(run_dir if cfg.resume == "auto" else cfg.resume) and (
+            cfg.resume != "auto" or RunDir(run_dir).can_resume()):  # (auto: else a new batch)
         return _resume_seed_batch(cfg, run_dir)
     ckpt = find_resume_checkpoint(str(cfg.resume), run_dir) if cfg.get("resume") else None
     if ckpt is not None:
@@ -249,25 +250,21 @@ def _run_seed_batch(cfg: Any, run_dir: Path, payload: dict | None) -> float:
 
 
 def _resume_seed_batch(cfg: DictConfig, run_dir: Path) -> float:
-    """`resume=<batch folder>`: every seed from its latest.pt, as one batch again."""
+    """`resume=<batch folder>`: every seed from where it is, as one batch again."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    from rltrain import checkpoint
     from rltrain.runner.resume import resume_config
-    from rltrain.seeds.folder import in_step, resumable_seeds
+    from rltrain.seeds.folder import batch_overrides
     from rltrain.seeds.runner import SeedRunner
 
     _check_no_ranks()
     folder = run_dir if cfg.resume == "auto" else Path(str(cfg.resume))
     composed = OmegaConf.to_container(cfg, resolve=True)
-    overrides = [o for o in HydraConfig.get().overrides.task
-                 if o.lstrip("+~").split("=", 1)[0] not in ("resume", "num_seeds", "seed")]
-    payloads = in_step({s: checkpoint.load(p) for s, p in resumable_seeds(folder).items()}, folder)
-    members = {s: (resume_config(p["config"], composed, overrides, str(folder)), p)
-               for s, p in payloads.items()}
-    log.info("resuming the batch in %s: seeds %s", folder, ", ".join(map(str, members)))
-    return _finish_seed_batch(SeedRunner.resumed(members, run_dir))
+    overrides = batch_overrides(folder, [o for o in HydraConfig.get().overrides.task
+                                         if o.lstrip("+~").split("=", 1)[0] != "resume"])
+    return _finish_seed_batch(SeedRunner.resumed(
+        folder, run_dir, lambda saved: resume_config(saved, composed, overrides, str(folder))))
 
 
 def _check_no_ranks() -> None:
@@ -279,9 +276,8 @@ def _check_no_ranks() -> None:
 def _finish_seed_batch(runner: Any) -> float:
     """Run the batch; exit 128 + signal when a signal stopped it (schedulers read that)."""
     summary = runner.run()
-    signum = next((r.stopper.signum for r in runner.runners if r.stopper.signum is not None), None)
-    if signum is not None:  # preempted: tell schedulers
-        sys.exit(128 + signum)
+    if runner.signum is not None:  # preempted: tell schedulers
+        sys.exit(128 + runner.signum)
     return float(summary["mean_reward"])
 
 

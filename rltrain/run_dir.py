@@ -186,6 +186,12 @@ class RunDir:
         """True when `checkpoints/` holds any `.pt` file."""
         return self.checkpoints.is_dir() and any(self.checkpoints.glob("*.pt"))
 
+    def can_resume(self) -> bool:
+        """True when a resume of this folder has a `latest.pt` to start from: the run's own, or
+        a seed's of the batch this folder holds."""
+        return self.latest.is_file() or any(self.seed(s).latest.is_file()
+                                            for s in self.seed_folders())
+
     def seed_folders(self) -> list[int]:
         """The seeds `s` whose `seed_<s>/` folder is here (a several-seed run), in order."""
         if not self.root.is_dir():

@@ -196,13 +196,14 @@ def _check_link(target: str, path: Path) -> None:
 def resume_run_dir(argv: list[str]) -> list[str]:
     """`resume=<run or ckpt>` continues in that run's folder: point Hydra's run dir there."""
     value = arg_value(argv, "resume")
-    if not value or value == "auto" or any(a.startswith("hydra.run.dir=") for a in argv):
+    if value == "auto":
+        return _resume_auto_batch(argv)
+    if not value or any(a.startswith("hydra.run.dir=") for a in argv):
         return []
-    from rltrain.seeds.folder import batch_seeds, resumable_seeds
+    from rltrain.seeds.folder import batch_seeds
 
     if batch_seeds(value):  # a num_seeds batch: every seed's checkpoint, the batch's folder
-        for ckpt in resumable_seeds(Path(value)).values():
-            _check_resume(ckpt, argv)
+        _check_batch_resume(Path(value), argv)
         return [f"hydra.run.dir={hydra_quoted(str(Path(value)))}",
                 f"hydra.output_subdir={HYDRA}/resume"]
     from rltrain.runner.ownership import check_not_live
@@ -214,6 +215,29 @@ def resume_run_dir(argv: list[str]) -> list[str]:
     _check_resume(ckpt, argv)
     return [f"hydra.run.dir={hydra_quoted(str(RunDir.of_checkpoint(ckpt).root))}",
             f"hydra.output_subdir={HYDRA}/resume"]
+
+
+def _check_batch_resume(folder: Path, argv: list[str]) -> None:
+    """Refuse a resume of the batch in `folder` that would change its experiment (`num_seeds=`
+    and `seed=` restating the batch's own values are accepted)."""
+    from rltrain.seeds.folder import batch_overrides, resumable_seeds
+
+    argv = batch_overrides(folder, argv)
+    for ckpt in resumable_seeds(folder).values():
+        _check_resume(ckpt, argv)
+
+
+def _resume_auto_batch(argv: list[str]) -> list[str]:
+    """`resume=auto hydra.run.dir=<a batch of seeds with checkpoints>` resumes that batch: its
+    overrides checked as `resume=<batch>`'s, and Hydra's record of this command kept beside
+    the batch's (`.hydra/resume/`), which tells that it is a batch."""
+    target = arg_value(argv, "hydra.run.dir")
+    from rltrain.seeds.folder import batch_seeds
+
+    if not target or not batch_seeds(target) or not RunDir(Path(target)).can_resume():
+        return []
+    _check_batch_resume(Path(target), argv)
+    return [f"hydra.output_subdir={HYDRA}/resume"]
 
 
 def with_saved_choices(argv: list[str]) -> list[str]:

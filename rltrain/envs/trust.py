@@ -10,6 +10,9 @@ cannot run other code. Registered gymnasium ids and `gymnasium.wrappers` classes
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,8 +111,39 @@ def import_override(modules: list[str]) -> str:
     return f"env.import={modules[0]}" if len(modules) == 1 else f"env.imports=[{','.join(modules)}]"
 
 
-def resume_command(run_dir: Any, env: Any) -> str:
+_PLAIN = re.compile(r"[A-Za-z0-9_/.\-+:@%~]+")
+"""Characters Hydra's override grammar takes in an unquoted value (a path made of them only)."""
+
+
+def hydra_value(value: Any) -> str:
+    """`value` as an override's value: as it is when Hydra's grammar reads it unquoted, else in
+    Hydra's single quotes (a path with spaces, brackets or non-ASCII letters)."""
+    text = str(value)
+    if _PLAIN.fullmatch(text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def shell_word(text: str) -> str:
+    """`text` as one word of a POSIX shell command: bare when safe, else in double quotes
+    (readable around Hydra's single quotes), else `shlex.quote`'s."""
+    if shlex.quote(text) == text:
+        return text
+    if not any(c in text for c in '"$`\\!'):
+        return f'"{text}"'
+    return shlex.quote(text)
+
+
+def resume_command(run_dir: Any, env: Any, ranks: int = 1) -> str:
     """`rltrain resume=<run_dir>`, with the `env.import=` that a run of an env of the user's own
-    module needs (a resume never imports code its checkpoint names: it must be named again)."""
+    module needs (a resume never imports code its checkpoint names: it must be named again),
+    quoted for a POSIX shell where the path needs it (spaces, quotes). A torchrun job's
+    (`ranks` > 1) resumes under torchrun again: a plain `rltrain resume=` of it is refused."""
     needed = sorted(m for m in code_modules(env) if m not in BUILTIN_MODULES)
-    return f"rltrain resume={run_dir}" + (f" {import_override(needed)}" if needed else "")
+    command = shell_word(f"resume={hydra_value(run_dir)}") + (
+        f" {import_override(needed)}" if needed else "")
+    if ranks <= 1:
+        return f"rltrain {command}"
+    if os.environ.get("LOCAL_WORLD_SIZE", str(ranks)) == str(ranks):  # one node
+        return f"torchrun --standalone --nproc_per_node={ranks} -m rltrain {command}"
+    return f"torchrun <this job's options, {ranks} ranks> -m rltrain {command}"

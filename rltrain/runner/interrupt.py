@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
+from rltrain.envs.trust import resume_command
 from rltrain.errors import TrainingError
 from rltrain.run_dir import RunDir
 from rltrain.runner.callbacks import LoopState
@@ -35,8 +36,11 @@ class GracefulStop:
         """`deferred` (the ranks of a torchrun job): a signal only sets `pending`; the Runner
         turns it into `state.stop` when all ranks agree (so every rank stops at one step)."""
         self.state, self.stop_file = state, RunDir(run_dir).stop_file
+        self.states = [state]
+        """The loop states a stop stops: this run's, or every seed's of a batch (`join`)."""
         self.signum: int | None = None
         self.deferred, self.pending = deferred, False
+        self.peers: list[GracefulStop] = [self]
         self._previous: dict[int, object] = {}
         self._next_poll = 0.0  # time.monotonic() of the next look for the STOP file
 
@@ -55,10 +59,21 @@ class GracefulStop:
             raise KeyboardInterrupt  # second Ctrl-C: leave now
         self.signum = signum
         self.pending = True
-        self.state.stop = self.state.stop or not self.deferred
-        self.state.stop_reason = signal.Signals(signum).name
+        for state in self.states:
+            state.stop = state.stop or not self.deferred
+            state.stop_reason = signal.Signals(signum).name
         log.warning("%s received: stopping after this iteration (Ctrl-C again to quit now)",
                     self.state.stop_reason)
+
+    @staticmethod
+    def join(stoppers: list[GracefulStop]) -> None:
+        """Make `stoppers` one stop (the seeds of a batch): a signal any of them hears, or a
+        `STOP` file any of them finds, stops every one's loop state, and each tells of the
+        signal (`signum`: the exit code the batch gives)."""
+        states = [s.state for s in stoppers]
+        for stopper in stoppers:
+            stopper.states = states
+            stopper.peers = stoppers
 
     def check_stop_file(self, force: bool = False) -> bool:
         """Stop (the same graceful way) when `<run dir>/STOP` exists; the file is consumed.
@@ -72,14 +87,19 @@ class GracefulStop:
         if self.stop_file.exists():
             self.stop_file.unlink(missing_ok=True)
             if not self.state.stop:
-                self.state.stop = True
-                self.state.stop_reason = "STOP file"
+                for state in self.states:
+                    state.stop, state.stop_reason = True, state.stop_reason or "STOP file"
                 log.warning("found %s: stopping after this iteration", self.stop_file)
         return self.state.stop
 
     def requested(self) -> bool:
         """True once a stop was asked for (a signal, or a `STOP` file, which is consumed)."""
-        return self.state.stop or self.check_stop_file(force=True)
+        return self.state.stop or any([p.check_stop_file(force=True) for p in self.peers])
+
+    @property
+    def heard(self) -> int | None:
+        """The signal this stop (or a peer joined to it) heard; None when none did."""
+        return next((s.signum for s in self.peers if s.signum is not None), None)
 
     def clear_stale_stop_file(self) -> None:
         """Remove a `STOP` file that was created while no run was live: it is not for this run."""
@@ -100,7 +120,8 @@ def disk_full_is_one_line(run_dir: Path) -> Iterator[None]:
     except OSError as exc:
         if exc.errno not in _DISK_FULL:
             raise
-        kept = (f"the last good checkpoint is kept; free space, then rltrain resume={run_dir}"
-                if RunDir(run_dir).latest.is_file() else "no checkpoint was written yet")
+        kept = (f"the last good checkpoint is kept; free space, then "
+                f"{resume_command(run_dir, None)}" if RunDir(run_dir).can_resume()
+                else "no checkpoint was written yet")
         where = f" ({exc.filename})" if exc.filename else ""
         raise TrainingError(f"disk full while writing the run{where}: {kept}") from exc

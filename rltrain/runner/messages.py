@@ -140,11 +140,12 @@ def say_done(result: dict[str, Any], step: int, checkpoints: Path) -> None:
              result["episodes"], checkpoints)
 
 
-def say_stopped(reason: str, step: int, run_dir: Path, env: Any = None) -> None:
+def say_stopped(reason: str, step: int, run_dir: Path, env: Any = None, ranks: int = 1) -> None:
     """One line after a requested stop: why, where, and the command that continues the run
-    (`env`: the run's env config, for the `env.import=` an env of the user's module needs)."""
+    (`env`: the run's env config, for the `env.import=` an env of the user's module needs;
+    `ranks`: a torchrun job's, which resumes under torchrun again)."""
     log.warning("stopped (%s) at step %s; checkpoint saved. Resume with: %s",
-                reason, f"{step:,}", resume_command(run_dir, env))
+                reason, f"{step:,}", resume_command(run_dir, env, ranks))
 
 
 def say_eval(result: dict[str, Any], step: int) -> bool:
@@ -161,6 +162,6 @@ def say_eval(result: dict[str, Any], step: int) -> bool:
 
 def kept(run_dir: Path, env: Any = None) -> str:
     """What a failed run leaves to continue from: its last good checkpoint, if any."""
-    if RunDir(run_dir).latest.is_file():
+    if RunDir(run_dir).can_resume():  # a run's, or a seed batch's
         return f"the last good checkpoint is kept: resume with {resume_command(run_dir, env)}"
     return "no checkpoint was written yet"

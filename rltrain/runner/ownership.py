@@ -29,9 +29,13 @@ _STARTED: set[Path] = set()  # run folders a Runner opened in this process (`mar
 
 
 def holds_run(run_dir: Path) -> bool:
-    """True when `run_dir` has a run in it: checkpoints, metrics or TensorBoard events."""
+    """True when `run_dir` has a run in it: checkpoints, metrics or TensorBoard events, its
+    own or those of a seed of the batch it holds (or the batch's `seeds.json`)."""
     paths = RunDir(run_dir)
-    return paths.has_checkpoint() or paths.metrics_csv.exists() or paths.tb.is_dir()
+    if paths.has_checkpoint() or paths.metrics_csv.exists() or paths.tb.is_dir():
+        return True
+    return paths.seeds_summary.exists() or any(holds_run(paths.seed(s).root)
+                                               for s in paths.seed_folders())
 
 
 def finished_step(run_dir: Path) -> int | None:
@@ -118,7 +122,7 @@ def check_target(run_dir: Path, resume: str | None, total_timesteps: float | Non
                         f"longer with `rltrain resume={run_dir} total_timesteps=<more than "
                         f"{done}>`, or choose another hydra.run.dir")
     if resume is None and holds_run(run_dir):
-        if not RunDir(run_dir).has_checkpoint():  # nothing to resume from: say so
+        if not RunDir(run_dir).can_resume():  # nothing to resume from: say so
             raise UserError(f"{run_dir} holds a run that ended before its first checkpoint "
                             f"(its metrics and log are kept); choose another hydra.run.dir, "
                             f"or delete {run_dir} to start over there")

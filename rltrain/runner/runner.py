@@ -110,6 +110,11 @@ class Runner:
         self.setup_lines = True
         """Whether the start lines include `say_setup()`'s (a seed batch says them once, for
         all its seeds)."""
+        self.resume_target = self.run_dir
+        """The folder a resume of this run names (a seed of a batch: the batch's)."""
+        self.stop_line = True
+        """Whether a stop says how to resume this run (a seed batch says it once, for the
+        batch: `resume=<batch>`)."""
         if resume_from is not None:
             restore(self.ctx, self.schedule, resume_from, self.cfg, self.run_dir)
 
@@ -131,6 +136,17 @@ class Runner:
         self.say_done(result)
         return result
 
+    def run_to(self, step: int) -> None:
+        """Train up to `step` and write `latest.pt` there, without the final evaluation: a seed
+        catching up with its batch (`seeds/resume.py`). A stop on the way saves where it is."""
+        def reached(state: LoopState) -> None:
+            if state.global_step >= step and not state.stop:
+                state.stop, state.stop_reason = True, "caught up"
+
+        self.add_callback("post_iteration", reached)
+        with self.opened():
+            self._train_and_finish()
+
     @contextlib.contextmanager
     def opened(self) -> Iterator[None]:
         """The run's folder locked, the stop handlers (signals, `STOP`) on and the outputs open,
@@ -138,7 +154,7 @@ class Runner:
         if self.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         lock = run_lock(self.run_dir) if self.main else contextlib.nullcontext()
-        with lock, self.stopper, disk_full_is_one_line(self.run_dir), \
+        with lock, self.stopper, disk_full_is_one_line(self.resume_target), \
                 torch_threads(self.cfg.torch_threads):
             self._open_outputs()
             try:
@@ -239,13 +255,14 @@ class Runner:
     def _env_error(self, exc: EnvError) -> EnvError:
         """`exc` with the env step it happened at and where the last good checkpoint is."""
         return EnvError(f"{exc} (at env step {self.state.global_step:,}); "
-                        f"{kept(self.run_dir, self.cfg.env)}")
+                        f"{kept(self.resume_target, self.cfg.env)}")
 
     def _stopped(self) -> dict[str, Any]:
         """Save `latest.pt` after a requested stop and tell the user how to continue."""
         self.save(self.paths.latest)
-        say_stopped(self.state.stop_reason or "callback", self.state.global_step, self.run_dir,
-                    self.cfg.env)
+        if self.stop_line:
+            say_stopped(self.state.stop_reason or "callback", self.state.global_step,
+                        self.run_dir, self.cfg.env, self.collective.world.size)
         last = dict(self.state.last_eval or NO_EVAL)
         last["stopped"] = self.state.stop_reason or "callback"
         return last
@@ -259,8 +276,8 @@ class Runner:
                 self.loggers.log(self._train_metrics(step), step)
         self.progress.update(step, self.episodes.mean_return)
         if self.schedule.due_eval(step):
-            if self.main:
-                self.evaluate()
+            if self.main and not self.evaluate_unless_stopped():
+                return  # the loop ends at this step; `finish()` saves `latest.pt` once
             self.save(self.paths.latest)
         if self.schedule.due_ckpt(step):
             self.save(self.paths.periodic(step), periodic=True)
@@ -283,6 +300,17 @@ class Runner:
         metrics.update(self.timer.metrics())
         metrics["time/sps"] = self.progress.sps(step)
         return metrics
+
+    def evaluate_unless_stopped(self) -> bool:
+        """A periodic evaluation; False when a stop (signal, `STOP` file) abandoned it midway:
+        the run then stops at this step as after any iteration (its result is dropped, the
+        next resume evaluates again when due)."""
+        try:
+            self.evaluate()
+        except EvalInterrupted:
+            self.state.stop = True
+            return False
+        return True
 
     def evaluate(self) -> dict[str, Any]:
         """Deterministic episodes on the eval env; keeps `best.pt` up to date."""

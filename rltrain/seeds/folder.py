@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 from rltrain.errors import UserError
 from rltrain.run_dir import RunDir
@@ -43,15 +42,23 @@ def resumable_seeds(folder: Path) -> dict[int, Path]:
     return found
 
 
-def in_step(payloads: dict[int, dict[str, Any]], folder: Path) -> dict[int, dict[str, Any]]:
-    """The seeds whose checkpoints are at the batch's furthest step (a batch trains in lockstep;
-    a seed that failed earlier is left out, with a line saying how to resume it alone)."""
-    steps = {s: int(p.get("counters", {}).get("global_step", 0)) for s, p in payloads.items()}
-    top = max(steps.values())
-    for seed, step in steps.items():
-        if step < top:
-            log.warning("resume: seed %d is left out (its latest.pt is at step %s, the batch's at "
-                        "%s: see %s); resume it alone with rltrain resume=%s", seed,
-                        f"{step:,}", f"{top:,}", RunDir(folder).seeds_summary,
-                        RunDir(folder).seed(seed).root)
-    return {s: p for s, p in payloads.items() if steps[s] == top}
+def batch_overrides(folder: str | Path, overrides: list[str]) -> list[str]:
+    """`overrides` of `resume=<batch>` without `num_seeds=` and `seed=` where they restate the
+    batch's own values; a different value is refused (a resume continues the same seeds)."""
+    seeds = batch_seeds(folder) or []
+    own = {"num_seeds": str(len(seeds)), "seed": str(seeds[0]) if seeds else None}
+    kept = []
+    for arg in overrides:
+        key, _, value = arg.lstrip("+~").partition("=")
+        if key not in own:
+            kept.append(arg)
+            continue
+        try:
+            same = own[key] is not None and int(float(value)) == int(own[key])
+        except ValueError:
+            same = False
+        if not same:
+            raise UserError(f"resume={folder}: {arg} would change the batch (it holds "
+                            f"{len(seeds)} seeds from seed {seeds[0] if seeds else '?'}); a "
+                            f"resume continues the same seeds: leave {key}= out")
+    return kept

@@ -15,33 +15,48 @@ import dataclasses
 import json
 import logging
 import math
+import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rltrain.config import TrainConfig
+from rltrain.envs.trust import resume_command
 from rltrain.errors import UserError
 from rltrain.report.stats import bootstrap_ci, iqm
 from rltrain.run_dir import RunDir, seed_overrides
+from rltrain.runner.callbacks import LoopState
+from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
 from rltrain.runner.runner import Runner
 from rltrain.runner.setup import resolve_device
 from rltrain.seeds.batch import SeedBatch, seed_lines
 from rltrain.seeds.off_policy import run_off_policy_batch
 from rltrain.seeds.on_policy import run_seed_batch
+from rltrain.seeds.resume import catch_up, read_batch
 from rltrain.seeds.rng import SeedStreams
 
 log = logging.getLogger("rltrain")
 
 
 class SeedRunner:
-    """Trains seeds `cfg.seed`, ..., `cfg.seed + cfg.num_seeds - 1` as one batch under `run_dir`."""
+    """Trains seeds `cfg.seed`, ..., `cfg.seed + cfg.num_seeds - 1` as one batch under `run_dir`.
+
+    A batch is one run: one stop for all its seeds (a signal, `<batch>/STOP` or a seed's
+    `STOP`), at any phase, saves every seed and says one `resume=<batch>` line; a full disk is
+    one line; `seeds.json` is written however the batch ends."""
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path,
-                 resume_from: dict[int, tuple[TrainConfig, dict[str, Any]]] | None = None):
+                 resume_from: dict[int, tuple[TrainConfig, dict[str, Any] | None]] | None = None,
+                 complete: dict[int, dict[str, Any]] | None = None,
+                 failed: dict[int, str] | None = None):
         """A new batch of `cfg.num_seeds` seeds from `cfg.seed`; or, with `resume_from`
-        (seed -> its run's config and checkpoint payload), those seeds where they stopped."""
+        (seed -> its run's config and checkpoint payload, None to start it), those seeds where
+        they stopped: the ones behind the furthest catch up alone first (`catch_up`).
+        `complete` (seed -> final result) and `failed` (seed -> why) are the batch's other
+        seeds: counted in its summary, not trained."""
         self.cfg, self.run_dir = cfg, Path(run_dir).absolute()  # as the Runner's (a chdir mid-run)
         self.overrides: list[str] = []
         """A batch started from Python with an override list: those overrides, which each seed's
@@ -49,6 +64,11 @@ class SeedRunner:
         members = resume_from or {
             cfg.seed + k: (dataclasses.replace(cfg, seed=cfg.seed + k, num_seeds=1), None)
             for k in range(cfg.num_seeds)}
+        self.complete, self.failed = dict(complete or {}), dict(failed or {})
+        self.stopper = GracefulStop(LoopState(total_timesteps=cfg.total_timesteps), self.run_dir)
+        """The batch's own stop: signals from the first catch-up to the last summary line."""
+        with self.stopper, disk_full_is_one_line(self.run_dir):
+            members = catch_up(members, self.run_dir, self.stopper, self.failed)
         self.seeds = sorted(members)
         streams = SeedStreams(resolve_device(cfg.device))
         self.runners: list[Runner] = []
@@ -59,20 +79,54 @@ class SeedRunner:
                 self.runners.append(Runner(member_cfg, RunDir(self.run_dir).seed(seed).root,
                                            resume_from=payload))
             self.runners[-1].setup_lines = False  # the same for every seed: said once, in run()
+            self.runners[-1].stop_line = False  # one line for the batch: `resume=<batch>`
+            self.runners[-1].resume_target = self.run_dir
             streams.capture()  # the random state seed `seed`'s own run is at, here
+        GracefulStop.join([self.stopper, *(r.stopper for r in self.runners)])
         self.batch = SeedBatch(list(self.runners), list(self.seeds), streams,
-                               RunDir(self.run_dir).stop_file)
+                               RunDir(self.run_dir).stop_file) if self.runners else None
 
     @classmethod
-    def resumed(cls, members: dict[int, tuple[TrainConfig, dict[str, Any]]],
-                run_dir: str | Path) -> SeedRunner:
-        """The batch in `run_dir` continued: seed -> (its config, its latest checkpoint)."""
-        first = members[min(members)][0]
-        return cls(dataclasses.replace(first, num_seeds=len(members)), run_dir, members)
+    def resumed(cls, folder: Path, run_dir: Path,
+                config_of: Callable[[dict[str, Any]], TrainConfig]) -> SeedRunner:
+        """The batch in `folder` continued into `run_dir`, every seed from where it is
+        (`seeds/resume.py`; `config_of(saved config dict)`: the config a seed's resume trains
+        with, its overrides checked)."""
+        state = read_batch(folder, config_of)
+        log.info("resuming the batch in %s: seeds %s", folder, ", ".join(map(str, state.members)))
+        first = next(iter(state.members.values()))[0]
+        count = len(state.members) + len(state.complete) + len(state.failed)
+        return cls(dataclasses.replace(first, num_seeds=count), run_dir, state.members,
+                   state.complete, state.failed)
+
+    @property
+    def all_seeds(self) -> list[int]:
+        """Every seed of the batch: training, complete before this process, failed."""
+        return sorted({*self.seeds, *self.complete, *self.failed})
 
     def run(self) -> dict[str, Any]:
-        """Train every seed, finish each (final evaluation and checkpoints), summarize."""
-        results: dict[int, dict[str, Any]] = {}
+        """Train every seed, finish each (final evaluation and checkpoints), summarize; a stop
+        at any point saves every seed where it is and says one resume line."""
+        results: dict[int, dict[str, Any]] = dict(self.complete)
+        started = time.perf_counter()
+        with self.stopper:  # a signal during the summary: it is finished, then said
+            try:
+                with disk_full_is_one_line(self.run_dir):
+                    if self.stopper.heard is None and self.runners:  # (a stop while catching up)
+                        self._train(results, started)
+            except BaseException:  # a full disk, a second Ctrl-C: the record of every seed,
+                if any(r.started for r in self.runners):  # (if it fits; a refused start: none)
+                    self._summarize(results, time.perf_counter() - started, quiet=True)
+                raise
+            with disk_full_is_one_line(self.run_dir):
+                summary = self._summarize(results, time.perf_counter() - started)
+        self.stopper.stop_file.unlink(missing_ok=True)  # consumed, as a single run's is
+        self._say_end(summary)
+        return summary
+
+    def _train(self, results: dict[int, dict[str, Any]], started: float) -> None:
+        """The batched loop, then each seed's final evaluation and checkpoints."""
+        assert self.batch is not None
         with contextlib.ExitStack() as stack:
             for seed, runner in zip(self.seeds, self.runners, strict=True):
                 with seed_lines(seed):
@@ -82,7 +136,6 @@ class SeedRunner:
             if self.batch.stop_file.exists():  # left from before this batch: not for it
                 self.batch.stop_file.unlink(missing_ok=True)
                 log.warning("removed %s, left from before this run started", self.batch.stop_file)
-            started = time.perf_counter()
             log.info("training %d seeds (%s) as one batch -> %s/seed_<s>/", len(self.seeds),
                      ", ".join(map(str, self.seeds)), self.run_dir)
             on_policy = self.runners[0].family == "on_policy"
@@ -90,6 +143,7 @@ class SeedRunner:
             if self.batch.runners:
                 self.batch.algo.sync()  # the final evaluation and checkpoints read them
             for k, runner in enumerate(self.batch.runners):
+                self.stopper.requested()  # a STOP file since the last look stops the rest too
                 with self.batch.member(k):
                     results[self.batch.seeds[k]] = result = runner.finish()
                     runner.log_final(result, started)
@@ -97,7 +151,28 @@ class SeedRunner:
             if seed in results:
                 with seed_lines(seed):
                     runner.say_done(results[seed])
-        return self._summarize(results, time.perf_counter() - started)
+
+    def _say_end(self, summary: dict[str, Any]) -> None:
+        """After a stop: one line naming the batch and the command that resumes every seed."""
+        if not summary["stopped"]:
+            if self.stopper.heard is not None:  # it landed after the last seed's final write
+                log.warning("%s received while writing the batch's summary; the batch is "
+                            "complete", signal.Signals(self.stopper.heard).name)
+                self.stopper.signum = None
+                for runner in self.runners:
+                    runner.stopper.signum = None
+            return
+        reason = next(iter(summary["stopped"].values()))
+        steps = sorted({r.state.global_step for r in self.runners
+                        if str(r.cfg.seed) in summary["stopped"]})
+        log.warning("stopped (%s) at step %s; every seed's checkpoint saved. Resume with: %s",
+                    reason, " / ".join(f"{s:,}" for s in steps) or "0",
+                    resume_command(self.run_dir, self.cfg.env))
+
+    @property
+    def signum(self) -> int | None:
+        """The signal that stopped the batch (the exit code: 128 + it); None otherwise."""
+        return self.stopper.heard
 
     def _record_seeds(self) -> None:
         """A batch started from Python (no `.hydra/` record of its own, which the command line
@@ -115,25 +190,40 @@ class SeedRunner:
             if not paths.is_hydra_run():
                 paths.write_record(runner.config_dict, seed_overrides(self.overrides, seed))
 
-    def _summarize(self, results: dict[int, dict[str, Any]], seconds: float) -> dict[str, Any]:
-        """`seeds.json`, the console line with the IQM and its 95% bootstrap CI, and the
-        `rltrain report` outputs of the batch folder (what a sweeper's trial returns: the IQM)."""
-        finals = {s: float(r["mean_reward"]) for s, r in results.items() if "stopped" not in r}
+    def _summarize(self, results: dict[int, dict[str, Any]], seconds: float,
+                   quiet: bool = False) -> dict[str, Any]:
+        """`seeds.json` (strict JSON: a missing number is null), the console line with the IQM
+        and its 95% bootstrap CI, and the `rltrain report` outputs of the batch folder (what a
+        sweeper's trial returns: the IQM). Every seed of the batch is in it: complete (its
+        final eval), stopped (why) or failed (why). `quiet`: the batch is failing already (a
+        full disk): `seeds.json` if it can be written, nothing said."""
+        failed = {**self.failed, **(self.batch.failed if self.batch else {})}
+        finals = {s: float(r["mean_reward"]) for s, r in sorted(results.items())
+                  if "stopped" not in r}
+        stop = self.stopper.state.stop_reason or "not finished"
+        stopped = {str(s): str(results.get(s, {}).get("stopped", stop)) for s in self.all_seeds
+                   if s not in finals and s not in failed}
         values = np.array([v for v in finals.values() if math.isfinite(v)])
         center = float(iqm(values)) if len(values) else float("nan")
         low, high = (bootstrap_ci(values) if len(values) else (float("nan"), float("nan")))
         summary = {
-            "seeds": self.seeds, "final_eval": {str(s): v for s, v in finals.items()},
-            "stopped": {str(s): r["stopped"] for s, r in results.items() if "stopped" in r},
-            "failed": {str(s): why for s, why in self.batch.failed.items()},
+            "seeds": self.all_seeds, "final_eval": {str(s): v for s, v in finals.items()},
+            "stopped": stopped, "failed": {str(s): why for s, why in sorted(failed.items())},
             "iqm": center, "iqm_ci95": [float(low), float(high)], "wall_clock_s": seconds,
             "mean_reward": center,
         }
-        RunDir(self.run_dir).seeds_summary.write_text(json.dumps(summary, indent=2) + "\n")
+        try:
+            RunDir(self.run_dir).seeds_summary.write_text(strict_json(summary))
+        except OSError:
+            if quiet:  # the batch says why it failed, in one line
+                return summary
+            raise
+        if stopped or quiet:
+            return summary
         log.info("%d seeds in %.1f s: final eval IQM %.2f [95%% CI %.2f, %.2f] (%s)%s",
-                 len(self.seeds), seconds, center, low, high,
+                 len(self.all_seeds), seconds, center, low, high,
                  ", ".join(f"seed {s}: {v:.2f}" for s, v in finals.items()),
-                 "".join(f"; seed {s} failed: {why}" for s, why in self.batch.failed.items()))
+                 "".join(f"; seed {s} failed: {why}" for s, why in failed.items()))
         if finals:
             from rltrain.report.cli import write_report
 
@@ -142,3 +232,17 @@ class SeedRunner:
             except UserError as exc:  # e.g. no seed evaluated: the runs themselves are complete
                 log.warning("no batch report: %s", exc)
         return summary
+
+
+def strict_json(data: Any) -> str:
+    """`data` as strict JSON text (NaN and infinities, which `json` writes bare, as null)."""
+    def clean(x: Any) -> Any:
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+
+    return json.dumps(clean(data), indent=2, allow_nan=False) + "\n"
