@@ -116,6 +116,18 @@ def hook(monkeypatch: pytest.MonkeyPatch, phase: str, stop: Stop, batch: bool) -
 
 
 @pytest.fixture(autouse=True)
+def no_plots(request, monkeypatch):
+    """The learning-curve PNGs and the batch report (a second each, matplotlib) are drawn only
+    where the phase tried is theirs: the batch summary."""
+    import rltrain.report.cli as report_cli
+    import rltrain.runner.runner as runner_module
+
+    monkeypatch.setattr(runner_module, "write_run_curve", lambda run_dir: None)
+    if "batch_summary" not in request.node.name:
+        monkeypatch.setattr(report_cli, "write_report", lambda folder: None)
+
+
+@pytest.fixture(autouse=True)
 def no_stray_signal():
     """A signal that reaches no rltrain handler fails the test instead of ending pytest."""
     def stray(signum, frame):

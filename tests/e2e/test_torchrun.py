@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -188,9 +189,23 @@ def test_sigterm_to_torchrun_stops_every_rank_with_one_checkpoint(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=90)
     assert proc.returncode != 0  # torchrun reports its workers' signal exit
-    assert "stopped (SIGTERM) at step" in (tmp_path / "run" / "train.log").read_text()
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert "stopped (SIGTERM) at step" in log
     latest = checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")
     assert latest["world"]["size"] == 2 and latest["counters"]["global_step"] < 10000000
+    # the resume line names torchrun (a plain `rltrain resume=` of 2 ranks' run is refused);
+    # followed as printed, with a budget one update further, it finishes the run
+    line = next(ln for ln in log.splitlines() if "Resume with: " in ln).split("Resume with: ")[1]
+    words = shlex.split(line)
+    assert words[:3] == ["torchrun", "--standalone", "--nproc_per_node=2"], line
+    assert words[3:] == ["-m", "rltrain", f"resume={tmp_path / 'run'}"], line
+    step = latest["counters"]["global_step"]
+    resumed = subprocess.run([*TORCHRUN[:-1], *words[1:], f"total_timesteps={step + 128}"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=180,
+                             env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert resumed.returncode == 0, failure(resumed)
+    final = checkpoint.load(tmp_path / "run" / "checkpoints" / "final.pt")
+    assert final["counters"]["global_step"] == step + 128
 
 
 def test_a_killed_rank_ends_the_job_within_a_minute_with_a_loadable_checkpoint(tmp_path):
