@@ -171,7 +171,6 @@ def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, 
     names named again in `overrides`, into `run_dir` (default: the checkpoint's own run)."""
     from rltrain import checkpoint
     from rltrain.compose import composed_dict, normalize_overrides
-    from rltrain.errors import UserError
     from rltrain.run_dir import RunDir
     from rltrain.runner.resume import resume_config
     from rltrain.runner.runner import Runner
@@ -179,8 +178,7 @@ def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, 
     from rltrain.sweep import log_to
 
     if batch_seeds(cfg.resume):
-        raise UserError(f"train(): resume={cfg.resume} is a batch of seeds; resume it with "
-                        f"`rltrain resume={cfg.resume}`")
+        return _resume_batch(Path(cfg.resume), overrides, run_dir, algo, callbacks)
     ckpt = checkpoint.resolve(cfg.resume)
     payload = checkpoint.load(ckpt)
     normalized = normalize_overrides(overrides)
@@ -197,6 +195,31 @@ def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, 
         finally:  # the resume's record (`report` merges it), as `rltrain resume=` writes it
             if runner.started and (in_place or not paths.is_hydra_run()):
                 paths.write_record(runner.config_dict, overrides, resume=in_place)
+
+
+def _resume_batch(folder: Path, overrides: list[str], run_dir: str | Path | None, algo: Any,
+                  callbacks: dict[str, list] | None) -> dict[str, Any]:
+    """`resume=<batch folder>`, as `rltrain resume=` continues it (`SeedRunner.resumed`): every
+    seed from where it is, the overrides checked against each seed's saved config; returns the
+    batch summary."""
+    from rltrain.compose import composed_dict, normalize_overrides
+    from rltrain.errors import UserError
+    from rltrain.run_dir import RunDir
+    from rltrain.runner.resume import resume_config
+    from rltrain.seeds.folder import batch_overrides
+    from rltrain.seeds.runner import SeedRunner
+    from rltrain.sweep import log_to
+
+    if algo is not None or callbacks:
+        raise UserError("a batch of seeds builds one algorithm per seed itself: train(algo=...) "
+                        "and callbacks= need a single run")
+    given = batch_overrides(folder, [o for o in normalize_overrides(overrides)
+                                     if o.lstrip("+~").split("=", 1)[0] != "resume"])
+    composed = composed_dict(given)
+    target = Path(run_dir) if run_dir is not None else folder.absolute()
+    with log_to(RunDir(target).train_log):  # the batch's log goes on, as the command line's
+        return SeedRunner.resumed(
+            folder, target, lambda saved: resume_config(saved, composed, given, str(folder))).run()
 
 
 def _train_trial(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,

@@ -443,16 +443,20 @@ def test_an_apps_own_settings_of_the_rltrain_logger_hold_during_a_run(tmp_path, 
 def test_a_batch_started_from_python_has_its_log_and_resumes_from_python_and_the_cli(
         tmp_path, monkeypatch, capfd):
     """A `num_seeds` batch from train() had no train.log and no `.hydra/` record of its own,
-    so `resume=<batch>` said "no checkpoints/latest.pt under ...". A batch resumes from the
-    command line (the README's Python API section), which train() says."""
+    so `resume=<batch>` said "no checkpoints/latest.pt under ...". A batch resumes from
+    train() as from the command line (train() refused it: "resume it with `rltrain ...`")."""
     from tests.e2e.harness import run_cli
 
     batch = tmp_path / "batch"
     train([*TINY, "num_seeds=2", "checkpoint.freq=32"], run_dir=batch)
     assert "training 2 seeds (0, 1) as one batch" in (batch / "train.log").read_text()
-    with pytest.raises(UserError, match=f"is a batch of seeds; resume it with `rltrain "
-                                        f"resume={batch}`"):
-        train([f"resume={batch}", "total_timesteps=128"])
+    summary = train([f"resume={batch}", "num_seeds=2", "total_timesteps=128"])
+    assert summary["seeds"] == [0, 1] and sorted(summary["final_eval"]) == ["0", "1"]
+    for seed in (0, 1):
+        final = checkpoint.load(batch / f"seed_{seed}" / "checkpoints" / "final.pt")
+        assert final["counters"]["global_step"] >= 128
+    with pytest.raises(UserError, match="num_seeds=3 would change the batch"):
+        train([f"resume={batch}", "num_seeds=3", "total_timesteps=192"])
     done = run_cli([f"resume={batch}", "total_timesteps=192"], tmp_path, monkeypatch, capfd)
     assert done.rc == 0, done.describe()
     for seed in (0, 1):

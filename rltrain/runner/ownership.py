@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from rltrain.envs.trust import resume_command
 from rltrain.errors import UserError
 from rltrain.run_dir import RunDir
 
@@ -119,15 +120,15 @@ def check_target(run_dir: Path, resume: str | None, total_timesteps: float | Non
     done = finished_step(run_dir)
     if done is not None and (resume in (None, "auto") or (total_timesteps or 0) <= done):
         raise UserError(f"{run_dir} holds a finished run (final.pt at step {done:,}); train it "
-                        f"longer with `rltrain resume={run_dir} total_timesteps=<more than "
-                        f"{done}>`, or choose another hydra.run.dir")
+                        f"longer with `{resume_command(run_dir, None)} total_timesteps=<more "
+                        f"than {done}>`, or choose another hydra.run.dir")
     if resume is None and holds_run(run_dir):
         if not RunDir(run_dir).can_resume():  # nothing to resume from: say so
             raise UserError(f"{run_dir} holds a run that ended before its first checkpoint "
                             f"(its metrics and log are kept); choose another hydra.run.dir, "
                             f"or delete {run_dir} to start over there")
-        raise UserError(f"{run_dir} already holds a run; continue it with `rltrain "
-                        f"resume={run_dir}` or choose another hydra.run.dir")
+        raise UserError(f"{run_dir} already holds a run; continue it with "
+                        f"`{resume_command(run_dir, None)}` or choose another hydra.run.dir")
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from typing import Any
 
 from rltrain import checkpoint
 from rltrain.config import TrainConfig
+from rltrain.envs.trust import resume_command
 from rltrain.errors import TrainingError, UserError
 from rltrain.run_dir import RunDir
 from rltrain.runner.interrupt import GracefulStop
@@ -73,8 +74,8 @@ def read_batch(folder: Path, config_of: Callable[[dict[str, Any]], TrainConfig])
     if not members:  # as a finished single run is
         step = max(int(r.get("step", 0)) for r in complete.values())
         raise UserError(f"{folder} holds a finished batch of seeds (at step {step:,}); train "
-                        f"it longer with `rltrain resume={folder} total_timesteps=<more than "
-                        f"{step}>`, or choose another hydra.run.dir")
+                        f"it longer with `{resume_command(folder, None)} total_timesteps=<more "
+                        f"than {step}>`, or choose another hydra.run.dir")
     template = next(iter(members.values()))[0] if members else None
     for seed in seeds:
         if seed not in members and seed not in complete and seed not in failed:

@@ -30,6 +30,7 @@ from rltrain.report.stats import bootstrap_ci, iqm
 from rltrain.run_dir import RunDir, seed_overrides
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
+from rltrain.runner.ownership import check_target, run_lock
 from rltrain.runner.runner import Runner
 from rltrain.runner.setup import resolve_device
 from rltrain.seeds.batch import SeedBatch, seed_lines
@@ -65,16 +66,35 @@ class SeedRunner:
             cfg.seed + k: (dataclasses.replace(cfg, seed=cfg.seed + k, num_seeds=1), None)
             for k in range(cfg.num_seeds)}
         self.complete, self.failed = dict(complete or {}), dict(failed or {})
+        self.resumed = resume_from is not None
         self.stopper = GracefulStop(LoopState(total_timesteps=cfg.total_timesteps), self.run_dir)
         """The batch's own stop: signals from the first catch-up to the last summary line."""
-        with self.stopper, disk_full_is_one_line(self.run_dir):
-            members = catch_up(members, self.run_dir, self.stopper, self.failed)
-        self.seeds = sorted(members)
-        streams = SeedStreams(resolve_device(cfg.device))
         self.runners: list[Runner] = []
+        with self.stopper, disk_full_is_one_line(self.run_dir):  # signals heard from here on
+            members = catch_up(members, self.run_dir, self.stopper, self.failed)
+            self.seeds = sorted(members)
+            self._build(members)
+        GracefulStop.join([self.stopper, *(r.stopper for r in self.runners)])
+        whole = self.runners and len(self.runners) == len(self.seeds)
+        self.batch = SeedBatch(list(self.runners), list(self.seeds), self.streams,
+                               RunDir(self.run_dir).stop_file) if whole else None
+
+    def _build(self, members: dict[int, tuple[TrainConfig, dict[str, Any] | None]]) -> None:
+        """Each seed's Runner, as its single run builds it, and its random stream. A signal
+        meanwhile (a batch of many seeds takes a while) ends the command before anything
+        trained: exit 128 + signal, nothing to resume."""
+        streams = SeedStreams(resolve_device(self.cfg.device))
         for k, seed in enumerate(self.seeds):
+            if self.stopper.heard is not None:  # a stop while setting up: no more to build
+                if any(p is not None for _, p in members.values()):
+                    break  # a resume: the batch is where it was, `run()` says how to resume it
+                log.warning("%s received while the batch was set up (%d of %d seeds built): "
+                            "nothing was trained; run the command again to start it",
+                            signal.Signals(self.stopper.heard).name, k, len(self.seeds))
+                raise SystemExit(128 + self.stopper.heard)
             member_cfg, payload = members[seed]
-            member_cfg = dataclasses.replace(member_cfg, progress=cfg.progress if k == 0 else "off")
+            member_cfg = dataclasses.replace(member_cfg,
+                                             progress=self.cfg.progress if k == 0 else "off")
             with seed_lines(seed):
                 self.runners.append(Runner(member_cfg, RunDir(self.run_dir).seed(seed).root,
                                            resume_from=payload))
@@ -82,9 +102,7 @@ class SeedRunner:
             self.runners[-1].stop_line = False  # one line for the batch: `resume=<batch>`
             self.runners[-1].resume_target = self.run_dir
             streams.capture()  # the random state seed `seed`'s own run is at, here
-        GracefulStop.join([self.stopper, *(r.stopper for r in self.runners)])
-        self.batch = SeedBatch(list(self.runners), list(self.seeds), streams,
-                               RunDir(self.run_dir).stop_file) if self.runners else None
+        self.streams = streams
 
     @classmethod
     def resumed(cls, folder: Path, run_dir: Path,
@@ -109,10 +127,13 @@ class SeedRunner:
         at any point saves every seed where it is and says one resume line."""
         results: dict[int, dict[str, Any]] = dict(self.complete)
         started = time.perf_counter()
-        with self.stopper:  # a signal during the summary: it is finished, then said
+        with run_lock(self.run_dir), self.stopper:  # one live run in the batch's folder
+            if not self.resumed:  # (the command line checked it already; train() did not)
+                check_target(self.run_dir, "auto" if self.cfg.resume == "auto" else None,
+                             self.cfg.total_timesteps)
             try:
                 with disk_full_is_one_line(self.run_dir):
-                    if self.stopper.heard is None and self.runners:  # (a stop while catching up)
+                    if self.stopper.heard is None and self.batch:  # (a stop while setting up)
                         self._train(results, started)
             except BaseException:  # a full disk, a second Ctrl-C: the record of every seed,
                 if any(r.started for r in self.runners):  # (if it fits; a refused start: none)

@@ -69,3 +69,18 @@ def marker_env(folder: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "RLTRAIN_DEBUG"}
     env["SDL_VIDEODRIVER"] = "dummy"
     return env
+
+
+@pytest.fixture
+def no_stray_signal():
+    """A SIGINT or SIGTERM that reaches no rltrain handler fails the test instead of ending
+    pytest (for tests that signal their own process from inside a run)."""
+    import signal
+
+    def stray(signum, frame):
+        raise AssertionError(f"{signal.Signals(signum).name} reached no rltrain handler")
+
+    before = {s: signal.signal(s, stray) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in before.items():
+        signal.signal(sig, handler)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from rltrain import checkpoint
-from tests.e2e.harness import assert_refused, run_cli
+from tests.e2e.harness import assert_refused, no_stray_signal, run_cli
 
 TOTAL = 256
 TINY = ["env=CartPole-v1", "env.num_envs=2", "algo.n_steps=16", "algo.batch_size=32",
@@ -163,3 +163,34 @@ def test_a_stopped_batch_writes_strict_json_with_every_seed(tmp_path, monkeypatc
     assert summary["stopped"] == {"0": "STOP file", "1": "STOP file"}
     lines = [ln for ln in stopped.out.splitlines() if "Resume with" in ln]
     assert len(lines) == 1 and lines[0].endswith(f"Resume with: rltrain resume={batch}")
+
+
+@pytest.mark.usefixtures(no_stray_signal.__name__)
+def test_a_signal_while_a_batch_is_set_up_ends_it_at_once_without_a_trace(tmp_path,
+                                                                          monkeypatch, capfd):
+    """SIGTERM while seed 1 of 3 is being built (a batch of many seeds takes a while to set
+    up): exit 143 at once, one line, and the folder the command created is gone."""
+    import os
+    import signal
+
+    import rltrain.seeds.runner as seed_runner
+
+    built = {"n": 0}
+    real = seed_runner.Runner
+
+    def runner(*args, **kwargs):
+        built["n"] += 1
+        if built["n"] == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(seed_runner, "Runner", runner)
+    before = signal.getsignal(signal.SIGTERM)  # the fixture's, given back
+    batch = tmp_path / "new" / "batch"
+    done = run_cli([*TINY, "num_seeds=3", f"total_timesteps={TOTAL}", f"hydra.run.dir={batch}"],
+                   tmp_path, monkeypatch, capfd)
+    assert done.rc == 128 + signal.SIGTERM, done.describe()
+    assert "Traceback" not in done.out + done.err
+    assert "SIGTERM received while the batch was set up (2 of 3 seeds built)" in done.out
+    assert built["n"] == 2 and not (tmp_path / "new").exists()
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -26,7 +26,7 @@ import pytest
 from rltrain import checkpoint
 from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.envs.vec_env import GymVecEnv
-from tests.e2e.harness import run_cli
+from tests.e2e.harness import no_stray_signal, run_cli
 
 TOTAL = 256
 TINY = ["env=CartPole-v1", "env.num_envs=2", "algo.n_steps=16", "algo.batch_size=32",
@@ -127,18 +127,6 @@ def no_plots(request, monkeypatch):
         monkeypatch.setattr(report_cli, "write_report", lambda folder: None)
 
 
-@pytest.fixture(autouse=True)
-def no_stray_signal():
-    """A signal that reaches no rltrain handler fails the test instead of ending pytest."""
-    def stray(signum, frame):
-        raise AssertionError(f"{signal.Signals(signum).name} reached no rltrain handler")
-
-    before = {s: signal.signal(s, stray) for s in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for sig, handler in before.items():
-        signal.signal(sig, handler)
-
-
 PHASES = ("rollout", "update", "periodic_eval", "checkpoint_write", "final_eval",
           "first_seed_final_write", "final_write", "batch_summary")
 BATCH_ONLY = ("first_seed_final_write", "batch_summary")
@@ -172,6 +160,7 @@ def final_steps(folder: Path, mode: str) -> dict[int, int | None]:
     return out
 
 
+@pytest.mark.usefixtures(no_stray_signal.__name__)
 @pytest.mark.parametrize("cell", CELLS, ids=cell_id)
 def test_a_stop_at_any_phase_keeps_the_run(cell, tmp_path, monkeypatch, capfd):
     mode, phase, kind = cell
