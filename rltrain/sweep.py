@@ -4,23 +4,37 @@ Hydra runs the jobs; this module only adds what rltrain needs around them: one c
 sweeper or launcher plugin is missing, a study that an interrupted search continues, a trial
 that averages several seeds, and torch thread counts that keep parallel jobs off each other's
 cores.
+
+One live search per study: a search holds the lock of its SQLite study's folder (the run-folder
+lock of `rltrain.runner.ownership`), and a second search of the same study is refused in one
+line. So a trial still marked running in a study nobody holds was left by a search that
+stopped: it is recorded from its folder when its runs completed, else marked failed. A stop
+(SIGINT, SIGTERM, a trial's `STOP` file) at any moment of a search exits with 128 + the signal
+(0 for `STOP`) and one line saying how to continue; never a traceback, and never a lost trial.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import importlib.util
 import json
 import logging
+import math
 import os
+import shlex
 import shutil
+import signal
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, NoReturn
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf, read_write
+from omegaconf import DictConfig, ListConfig, OmegaConf, read_write
 
 from rltrain.config import TrainConfig
 from rltrain.errors import UserError
@@ -93,41 +107,319 @@ def sqlite_folder(storage: Any) -> Path | None:
     return Path(text[len("sqlite:///"):]).parent
 
 
-def stored_trials(storage: Any, study_name: str | None) -> tuple[int, int]:
+def settle_trials(storage: Any, study_name: str | None, trials_dir: Path | None,
+                  direction: Any = None) -> tuple[int, int]:
     """(all trials, completed trials) of a stored study; (0, 0) when there is none yet.
 
-    Trials still marked running were cut short by an interrupted invocation (one invocation at
-    a time uses a study): they are marked failed, so the sampler and the count ignore them.
+    Called holding the study's lock (`trials_dir`: the sweep folder), so no other search runs
+    the study: a trial still marked running was left by a search that stopped. It is recorded
+    complete when its folder holds its result (the search stopped after the trial's runs
+    completed, before the study heard of it), left running while a live process still trains
+    in its folder, and marked failed otherwise (cut short; its folder is kept). Without
+    `trials_dir` (a storage other than a local SQLite file, maybe shared with searches on
+    other machines) running trials are left as they are. A storage that cannot be read, or a
+    `direction` other than the study's, is a one-line `UserError`.
     """
     import optuna
 
-    if storage is None or study_name is None:
+    study = _load_study(storage, study_name, direction)
+    if study is None:
         return 0, 0
+    states = optuna.trial.TrialState
+    for trial in study.get_trials(deepcopy=False, states=(states.RUNNING,)):
+        _settle(study, trial, trials_dir)
+    trials = study.get_trials(deepcopy=False)
+    return len(trials), sum(t.state == states.COMPLETE for t in trials)
+
+
+def _load_study(storage: Any, study_name: str | None, direction: Any) -> Any:
+    """The stored study (None when there is none yet), checked against `direction`."""
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if storage is None or study_name is None:
+        return None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         study = optuna.load_study(study_name=study_name, storage=str(storage))
     except KeyError:  # optuna 2.x: no study of that name in this storage yet
-        return 0, 0
-    states = optuna.trial.TrialState
-    trials = study.get_trials(deepcopy=False)
-    for trial in trials:
-        if trial.state == states.RUNNING:
-            study.tell(trial.number, state=states.FAIL)
-            log.info("trial %d was interrupted: marked failed", trial.number)
-    return len(trials), sum(t.state == states.COMPLETE for t in trials)
+        return None
+    except (SQLAlchemyError, RuntimeError, optuna.exceptions.OptunaError) as exc:
+        why = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise UserError(f"cannot read study {study_name} in {storage}: {why}; choose another "
+                        "hydra.sweep.dir") from exc
+    wanted = [str(d).rpartition(".")[2].lower() for d in
+              (direction if isinstance(direction, (list, tuple, ListConfig)) else [direction])]
+    found = [d.name.lower() for d in study.directions]
+    if direction is not None and wanted != found:
+        raise UserError(f"study {study_name} in {storage} was made to {' and '.join(found)}; "
+                        f"hydra.sweeper.direction={','.join(wanted)} cannot continue it: use the "
+                        "study's direction, or another hydra.sweep.dir for a new study")
+    return study
+
+
+def _settle(study: Any, trial: Any, trials_dir: Path | None) -> None:
+    """Record one trial left running (see `settle_trials`)."""
+    from optuna.trial import TrialState
+
+    if trials_dir is None:
+        log.info("trial %d is marked running (maybe by a search elsewhere): left as it is",
+                 trial.number)
+        return
+    subdir = trial.params.get("hydra.sweep.subdir")  # `trial_folder`: the trial's own folder
+    folder = None if subdir is None else trials_dir / str(int(subdir))
+    if folder is not None and _live(folder):
+        log.info("trial %d is left running: a live process trains in %s", trial.number, folder)
+        return
+    value = None if folder is None or len(study.directions) != 1 else trial_value(folder)
+    if value is not None and math.isfinite(value):
+        study.tell(trial.number, state=TrialState.COMPLETE, values=[value])
+        log.info("trial %d had completed before its search stopped: recorded (value %s)",
+                 trial.number, f"{value:.6g}")
+        return
+    study.tell(trial.number, state=TrialState.FAIL)
+    log.info("trial %d was cut short: marked failed%s", trial.number,
+             f" (its folder {folder} is kept)" if folder is not None and folder.is_dir() else "")
+
+
+def _live(folder: Path) -> bool:
+    """True when a live run holds `folder` or one of its seed folders (`run_lock`)."""
+    from rltrain.runner.ownership import check_not_live
+
+    for run in (folder, *sorted(folder.glob("seed_*"))):
+        try:
+            check_not_live(run)
+        except UserError:
+            return True
+    return False
+
+
+def trial_value(folder: Path) -> float | None:
+    """What a trial's job returned, read back from its folder: the mean in `seeds.json`, or
+    the final eval mean in `final.pt` (the mean over the seeds' with `seeds_per_trial=K`).
+    None when the trial did not complete (cut short, or stopped); NaN when it completed but
+    its value cannot be read."""
+    paths = RunDir(folder)
+    summary = _read_json(paths.seeds_summary)
+    if summary is not None:
+        if summary.get("stopped"):
+            return None
+        value = summary.get("mean_reward")
+        return float(value) if isinstance(value, (int, float)) else float("nan")
+    config = _read_config(paths.hydra_config)
+    if int(config.get("num_seeds") or 1) > 1:  # a batch writes seeds.json however it ends
+        return None
+    k = int(config.get("seeds_per_trial") or 1)
+    if k == 1:
+        return _final_value(folder)
+    means = [_final_value(paths.seed(int(config.get("seed") or 0) + i).root) for i in range(k)]
+    if any(m is None for m in means):
+        return None
+    return sum(means) / k  # type: ignore[arg-type]
+
+
+def _unfinished(folder: Path) -> bool:
+    """True when a trial's job returned although its runs did not all complete: a `STOP` file
+    (or a callback) stopped one. A job that returns always leaves `seeds.json` (several seeds)
+    or `final.pt` (one) when they did."""
+    summary = _read_json(RunDir(folder).seeds_summary)
+    if summary is not None:
+        return bool(summary.get("stopped"))
+    return not RunDir(folder).final.is_file()
+
+
+def _final_value(run_dir: Path) -> float | None:
+    """The final eval mean of a completed run (`final.pt`), None for a run that did not
+    complete, NaN when `final.pt` cannot be read."""
+    final = RunDir(run_dir).final
+    if not final.is_file():
+        return None
+    from rltrain import checkpoint
+
+    try:
+        payload = checkpoint.load(final)
+    except UserError:
+        return float("nan")
+    metrics, counters = payload.get("metrics") or {}, payload.get("counters") or {}
+    if "mean_reward" not in metrics or metrics.get("step") != counters.get("global_step"):
+        return float("nan")
+    return float(metrics["mean_reward"])
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    """A run's `.hydra/config.yaml` as plain data ({} when it cannot be read)."""
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path))
+    except Exception:  # noqa: BLE001 - a missing or broken record: nothing to read from it
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class _Search:
+    """The search this process runs, from `ResumeStudy.on_multirun_start` to its end: the lock
+    of its study's folder, its stop handlers and the command that continues it.
+
+    A signal that lands in the study's bookkeeping (between trials, or before the first) is
+    held until the next safe point: before a trial's job starts, after a job ends, or at the
+    search's end. One that lands in a trial's job outside its runs (which handle their own)
+    stops at once: the job has written nothing there that a stop could damage. A signal that a
+    run took but did not obey (it came while the final checkpoints were written) is seen after
+    the job, through a wakeup pipe that every signal writes to, whichever handler takes it.
+    """
+
+    def __init__(self) -> None:
+        self.active, self.in_job = False, False
+        self.signum: int | None = None
+        self.command = "the same command"
+        self._locks = contextlib.ExitStack()
+        self._previous: dict[int, Any] = {}
+        self._pipe: tuple[int, int] | None = None
+        self._wakeup = -1
+        self._registered = False
+
+    def start(self, command: str) -> None:
+        """Begin a search: its stop handlers, where this is the main thread."""
+        self.end()
+        self.active, self.in_job, self.signum, self.command = True, False, None, command
+        self._locks = contextlib.ExitStack()
+        if not self._registered:  # a search that exits with a trial's SystemExit unlocks too
+            atexit.register(self.end)
+            self._registered = True
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        os.set_blocking(write, False)
+        self._pipe = (read, write)
+        self._wakeup = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+
+    def lock(self, folder: Path, study: str) -> None:
+        """Make and hold the study's folder for this search; one line when a live search
+        holds it."""
+        from rltrain.runner.ownership import check_not_live, run_lock
+
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            why = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
+            raise UserError(f"cannot create the study's folder {folder}: {why}; choose "
+                            "another hydra.sweep.dir") from exc
+        try:
+            check_not_live(folder)
+        except UserError:
+            raise UserError(f"study {study} in {folder} is in use by a live search "
+                            f"({_holder(folder)}); wait for it, stop it (Ctrl-C, or kill -TERM "
+                            f"its pid), or choose another hydra.sweep.dir") from None
+        self._locks.enter_context(run_lock(folder))
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: quit now
+        self.signum = signum
+        if self.in_job:
+            self.stop(signum)
+        log.warning("%s received: the search stops before its next trial (Ctrl-C again to "
+                    "quit now)", signal.Signals(signum).name)
+
+    def signalled(self) -> int | None:
+        """The last SIGINT or SIGTERM delivered since the last call, whoever handled it."""
+        data = b""
+        while self._pipe is not None:
+            try:
+                chunk = os.read(self._pipe[0], 512)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        found = [b for b in data if b in (signal.SIGINT, signal.SIGTERM)]
+        return found[-1] if found else None
+
+    def stop(self, signum: int | None) -> NoReturn:
+        """End the search now: exit 128 + `signum` after one line saying how to continue it
+        (`signum` None: a trial's `STOP` file, whose run said it already; exit 0)."""
+        if signum is not None:
+            log.warning("search stopped (%s); its study and trial folders are kept. Continue "
+                        "it with: %s", signal.Signals(signum).name, self.command)
+        self.end()
+        raise SystemExit(0 if signum is None else 128 + signum)
+
+    def end(self) -> None:
+        """Give back the handlers and the study's lock (safe to call twice)."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+        if self._pipe is not None:
+            signal.set_wakeup_fd(self._wakeup)
+            for fd in self._pipe:
+                os.close(fd)
+            self._pipe = None
+        self._locks.close()
+        self.active = self.in_job = False
+
+
+_SEARCH = _Search()
+"""The search of this process (the launcher's workers run jobs only: theirs stays inactive)."""
+
+
+def _holder(folder: Path) -> str:
+    """Who holds `folder`'s lock, from the stamp `run_lock` writes into it."""
+    try:
+        info = json.loads(RunDir(folder).lock.read_text())
+        return f"pid {info['pid']} on host {info['host']}, since {info['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "holder unknown"
+
+
+def _continue_command(config: DictConfig) -> str:
+    """The command line of the search `config` describes (what continues it)."""
+    overrides = config.hydra.get("overrides") or {}
+    args = [*(overrides.get("task") or []), *(overrides.get("hydra") or [])]
+    return "rltrain " + " ".join(shlex.quote(str(a)) for a in args) if args else "the same command"
+
+
+def _refuse(message: str) -> NoReturn:
+    """One line on stderr and exit 2, as the CLI ends on a `UserError` (raised in a Hydra
+    callback, it would reach Hydra's traceback printer instead)."""
+    if os.environ.get("RLTRAIN_DEBUG", "") not in ("", "0", "false"):
+        raise UserError(message)
+    print(f"rltrain: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 class ResumeStudy(Callback):
-    """Hydra callback of the `+hpo=` presets: create the study's folder, and when the study
-    already exists run only the trials it still lacks (`n_trials` counts the whole study)."""
+    """Hydra callback of the `+hpo=` presets: lock the study for this search, settle the trials
+    an earlier search left running, run only the trials the study still lacks (`n_trials`
+    counts the whole study), and stop the search cleanly on a signal or a trial's `STOP`."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Runs before Hydra builds the sweeper from the same `config`."""
         sweeper = config.hydra.sweeper
-        folder = sqlite_folder(sweeper.get("storage"))
+        storage, name = sweeper.get("storage"), sweeper.get("study_name")
+        folder = sqlite_folder(storage)
+        _SEARCH.start(_continue_command(config))
+        trials_dir = None
         if folder is not None:
-            folder.mkdir(parents=True, exist_ok=True)
-        existing, done = stored_trials(sweeper.get("storage"), sweeper.get("study_name"))
+            trials_dir = Path(str(OmegaConf.select(config, "hydra.sweep.dir") or folder))
+        try:
+            if folder is not None:
+                _SEARCH.lock(folder, name)
+            existing, done = settle_trials(storage, name, trials_dir, sweeper.get("direction"))
+        except UserError as exc:
+            _SEARCH.end()
+            _refuse(str(exc))
+        if _SEARCH.signum is not None:
+            _SEARCH.stop(_SEARCH.signum)
         if not existing:
             return
         left = max(int(sweeper.n_trials) - done, 0)
@@ -137,6 +429,38 @@ class ResumeStudy(Callback):
             sweeper.n_trials = left
             if sweeper.sampler.get("seed") is not None:  # else it would repeat the first trials
                 sweeper.sampler.seed = int(sweeper.sampler.seed) + existing
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A stop held since the last trial ends the search before this trial's job runs."""
+        if not _SEARCH.active:  # a launcher's worker process
+            return
+        _SEARCH.in_job = True
+        _SEARCH.signalled()  # those landed in our handler, which held them (`signum`)
+        if _SEARCH.signum is not None:
+            _SEARCH.stop(_SEARCH.signum)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        """After a trial's job, before the study records it: a signal its run took without
+        stopping (the trial completed; the next search records it from its folder) ends the
+        search, and so does a run that a `STOP` file stopped (it would be recorded as complete
+        with the value of an unfinished run)."""
+        from hydra.core.utils import JobStatus
+
+        if not _SEARCH.active:
+            return
+        _SEARCH.in_job = False
+        signum = _SEARCH.signum or _SEARCH.signalled()
+        if signum is not None:
+            _SEARCH.stop(signum)
+        folder = Path(str(config.hydra.runtime.output_dir))
+        if job_return.status == JobStatus.COMPLETED and _unfinished(folder):
+            _SEARCH.stop(None)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """The search is over: a stop held meanwhile exits; the study's lock is given back."""
+        if _SEARCH.active and _SEARCH.signum is not None:
+            _SEARCH.stop(_SEARCH.signum)
+        _SEARCH.end()
 
 
 def trial_folder(cfg: DictConfig, trial: Any) -> None:
@@ -186,11 +510,16 @@ def trial_seeds(cfg: TrainConfig) -> list[int]:
 
 def run_seeds(cfg: TrainConfig, run_dir: Path) -> float:
     """Train every seed of a trial in turn, each in its own complete run folder
-    `<run_dir>/seed_<s>/`; returns the mean of their final eval means (what a sweeper sees)."""
+    `<run_dir>/seed_<s>/`; returns the mean of their final eval means (what a sweeper sees).
+
+    A stop ends the trial at the seed it reached: a signal exits with 128 + its number (as the
+    CLI does), also one that came while a seed's final checkpoints were written and other
+    seeds are left; a `STOP` file (or a callback) leaves a `seeds.json` naming the stopped
+    seed and returns NaN. `seeds.json` is written whole or not at all."""
     from rltrain.runner.runner import Runner
 
-    means = []
-    for seed in trial_seeds(cfg):
+    seeds, means = trial_seeds(cfg), []
+    for seed in seeds:
         sub = RunDir(run_dir).seed(seed)
         write_seed_record(run_dir, sub.root, seed)
         with log_to(sub.train_log):
@@ -198,13 +527,37 @@ def run_seeds(cfg: TrainConfig, run_dir: Path) -> float:
             result = runner.run()
         if runner.stopper.signum is not None:  # preempted: tell the scheduler, as cli does
             raise SystemExit(128 + runner.stopper.signum)
+        if "stopped" in result:
+            _write_summary(run_dir, {"seeds": seeds, "mean_rewards": means, "mean_reward": None,
+                                     "stopped": {str(seed): str(result["stopped"])}})
+            return float("nan")
         means.append(float(result["mean_reward"]))
+        late = getattr(signal.Signals, str(runner.state.stop_reason), None)
+        if runner.state.stop and late is not None and seed != seeds[-1]:
+            _stop_between_seeds(int(late), seed)
     mean = sum(means) / len(means)
-    summary = {"seeds": trial_seeds(cfg), "mean_rewards": means, "mean_reward": mean}
-    RunDir(run_dir).seeds_summary.write_text(json.dumps(summary, indent=2) + "\n")
+    _write_summary(run_dir, {"seeds": seeds, "mean_rewards": means, "mean_reward": mean})
     log.info("trial mean over %d seeds: %.2f (%s)", len(means), mean,
              ", ".join(f"{m:.2f}" for m in means))
     return mean
+
+
+def _stop_between_seeds(signum: int, seed: int) -> NoReturn:
+    """A signal came while seed `seed` wrote its final checkpoints: it completed, the trial's
+    later seeds are not started."""
+    if _SEARCH.active:
+        _SEARCH.stop(signum)
+    log.warning("stopped (%s) after seed %d completed; the trial's later seeds were not trained",
+                signal.Signals(signum).name, seed)
+    raise SystemExit(128 + signum)
+
+
+def _write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    """`seeds.json`, through a temporary file (a stop never leaves half of it)."""
+    path = RunDir(run_dir).seeds_summary
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 @contextlib.contextmanager

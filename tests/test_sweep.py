@@ -93,10 +93,12 @@ def test_resume_study_runs_only_the_missing_trials(tmp_path):
         "storage": storage, "study_name": "s", "n_trials": 5, "sampler": {"seed": 0}}}})
     sweep.ResumeStudy().on_multirun_start(config)  # a new study: only the folder is made
     assert (tmp_path / "sweep").is_dir() and config.hydra.sweeper.n_trials == 5
+    sweep.ResumeStudy().on_multirun_end(config)
     study = optuna.create_study(study_name="s", storage=storage, direction="maximize")
     study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
     study.ask()  # a trial left running by an interrupted invocation
     sweep.ResumeStudy().on_multirun_start(config)
+    sweep.ResumeStudy().on_multirun_end(config)
     assert config.hydra.sweeper.n_trials == 3  # 5 in all, 2 completed
     assert config.hydra.sweeper.sampler.seed == 3  # not the seed that drew the first trials
     stored = optuna.load_study(study_name="s", storage=storage).get_trials()
