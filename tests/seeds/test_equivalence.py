@@ -5,8 +5,9 @@ run's in the last bit, and training amplifies that, about tenfold per PPO update
 (40 clipped Adam steps per update on the Pendulum preset: ~100x). So the comparison covers the
 updates that stay within a relative 1e-5 (PPO CartPole: 5, Pendulum: 1, measured: 3e-6 after
 the first; DQN CartPole: 3 updates of 128 gradient steps, measured: 3e-7 after 4; A2C CartPole:
-20, measured: 3e-7 but for an explained variance near 0; SAC Pendulum: 150 gradient steps,
-measured on seeds 0-2: 1e-6 after 300, on seed 6: 1.2e-5 after 180; TD3 and DDPG Pendulum: 100,
+20, measured: 3e-7 but for an explained variance near 0; SAC Pendulum: 60 gradient steps,
+measured on seeds 0-2: 1e-6 after 300, on seed 6: 1.2e-5 after 180 on one machine, after 80
+on another (2026-11-27: 150 steps failed there); TD3 and DDPG Pendulum: 100,
 measured: 5e-7 after 100, 4e-6 after 200); what comes after is
 covered by benchmarks/seed_batch.py, which compares the final return
 distributions of 20 seeds batched and 20 single runs.
@@ -27,7 +28,7 @@ from tests.seeds.helpers import assert_batch_matches_single_runs
     ("ppo", "Pendulum-v1", 64 * 32, 1),
     ("dqn", "CartPole-v1", 1700, 3),
     ("a2c", "CartPole-v1", 20 * 8 * 5, 20),
-    ("sac", "Pendulum-v1", 1000 + 149, 150),
+    ("sac", "Pendulum-v1", 1000 + 59, 60),
     ("td3", "Pendulum-v1", 1000 + 99, 100),
     ("ddpg", "Pendulum-v1", 1000 + 99, 100),
 ])
@@ -38,7 +39,7 @@ def test_seed_in_a_batch_matches_its_single_run(tmp_path, algo, env_id, budget, 
     and replay sampling from each seed's stream): 3 updates are 384 gradient steps. A2C CartPole:
     8 envs x 5 steps, one RMSprop step per rollout: 20 updates. SAC Pendulum: 1000 random steps,
     then one gradient step per env step (replay indices and both reparameterization noises from
-    each seed's stream): 150 updates. TD3 and DDPG Pendulum: 1000 random steps, then 100 gradient
+    each seed's stream): 60 updates. TD3 and DDPG Pendulum: 1000 random steps, then 100 gradient
     steps (exploration noise, TD3's smoothing noise and replay indices from each seed's stream)."""
     cfg = compose_train_config([
         f"algo={algo}", f"env={env_id}", "num_seeds=3", "seed=5", f"total_timesteps={budget}",
