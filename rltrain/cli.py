@@ -206,7 +206,7 @@ def _run_job(cfg: DictConfig) -> float:
     from rltrain.runner.resume import find_resume_checkpoint, resume_config
     from rltrain.runner.runner import Runner
     from rltrain.seeds.folder import batch_seeds
-    from rltrain.sweep import fit_threads, run_seeds
+    from rltrain.sweep import fit_threads, in_search, preempted, run_seeds
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     payload = None
@@ -228,9 +228,10 @@ def _run_job(cfg: DictConfig) -> float:
     if train_cfg.num_seeds > 1:
         return _run_seed_batch(train_cfg, run_dir, payload)
     runner = Runner(train_cfg, run_dir, resume_from=payload, collective=_COLLECTIVE)
+    runner.stop_line = not in_search()  # a search's trial: the search says how to continue
     result = runner.run()
     if "stopped" in result and runner.stopper.signum is not None:  # preempted: tell schedulers
-        sys.exit(128 + runner.stopper.signum)
+        preempted(runner.stopper.signum)
     return float(result["mean_reward"])
 
 
@@ -275,9 +276,12 @@ def _check_no_ranks() -> None:
 
 def _finish_seed_batch(runner: Any) -> float:
     """Run the batch; exit 128 + signal when a signal stopped it (schedulers read that)."""
+    from rltrain.sweep import in_search, preempted
+
+    runner.stop_line = not in_search()  # a search's trial: the search says how to continue
     summary = runner.run()
     if runner.signum is not None:  # preempted: tell schedulers
-        sys.exit(128 + runner.signum)
+        preempted(runner.signum)
     return float(summary["mean_reward"])
 
 

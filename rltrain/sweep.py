@@ -372,6 +372,20 @@ _SEARCH = _Search()
 """The search of this process (the launcher's workers run jobs only: theirs stays inactive)."""
 
 
+def in_search() -> bool:
+    """True in the process of a live `+hpo=` search (its runs do not say how to resume them
+    alone: the search says how to continue it)."""
+    return _SEARCH.active
+
+
+def preempted(signum: int) -> NoReturn:
+    """A run stopped by a signal: exit 128 + it (what schedulers read); inside a search, with
+    the one line that continues the search."""
+    if _SEARCH.active:
+        _SEARCH.stop(signum)
+    raise SystemExit(128 + signum)
+
+
 def _holder(folder: Path) -> str:
     """Who holds `folder`'s lock, from the stamp `run_lock` writes into it."""
     try:

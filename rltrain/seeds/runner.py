@@ -67,6 +67,8 @@ class SeedRunner:
             for k in range(cfg.num_seeds)}
         self.complete, self.failed = dict(complete or {}), dict(failed or {})
         self.resumed = resume_from is not None
+        self.stop_line = True
+        """Whether a stop says how to resume the batch (a search's trial: the search says)."""
         self.stopper = GracefulStop(LoopState(total_timesteps=cfg.total_timesteps), self.run_dir)
         """The batch's own stop: signals from the first catch-up to the last summary line."""
         self.runners: list[Runner] = []
@@ -182,6 +184,8 @@ class SeedRunner:
                 self.stopper.signum = None
                 for runner in self.runners:
                     runner.stopper.signum = None
+            return
+        if not self.stop_line:
             return
         reason = next(iter(summary["stopped"].values()))
         steps = sorted({r.state.global_step for r in self.runners
