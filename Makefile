@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # (it downgrades protobuf): only their missing-package messages are tested.
 EXTRAS ?= dev,sweep,slurm,video,export,wandb,bench,box2d,mujoco,atari
 
-.PHONY: install train test test-gpu test-ray test-all bench bench-quality bench-presets lint clean
+.PHONY: install train test test-gpu test-ray test-all bench bench-quality bench-presets lint docs clean
 
 install: $(STAMP)
 
@@ -75,5 +75,20 @@ bench-presets: install  ## one seed of each tuned preset outside the quality tab
 lint: install
 	$(BIN)/ruff check rltrain tests benchmarks
 
+# The documentation site: mkdocs.yml, docs/ -> site/. --strict turns mkdocs.yml's `validation`
+# warnings into errors: a page left out of the navigation, a broken link or anchor fails the build.
+# Its own stamp: the `docs` extra is installed beside whatever `make install` put in .venv.
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)     ## build the documentation site into site/ (mkdocs build --strict)
+	$(BIN)/mkdocs build --strict --site-dir site $(ARGS)
+
 clean:
-	rm -rf $(VENV) $(RAY_VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(RAY_VENV) build site *.egg-info .pytest_cache

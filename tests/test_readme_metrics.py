@@ -1,6 +1,7 @@
-"""The README's Metrics table against what runs actually log: every name a run of each
-algorithm writes to metrics.csv is documented, and every documented name is logged by some run
-(except the env-defined ones, which need an env that reports extras)."""
+"""The Metrics table of docs/logging.md (linked from the README) against what runs actually
+log: every name a run of each algorithm writes to metrics.csv is documented, and every documented
+name is logged by some run (except the env-defined ones, which need an env that reports
+extras)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ from rltrain.registry import ALGOS
 from rltrain.runner.runner import Runner
 from tests.runner.test_every_algo import tiny
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+METRICS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "logging.md"
 ENV_DEFINED = ("reward/<name>", "extra/<key>")
 """Documented names that only an env with reward components or `log` extras produces."""
 
 
 def documented() -> list[str]:
-    """The backticked names in the first column of the README's Metrics table."""
-    section = README.read_text().split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    """The backticked names in the first column of the Metrics table of docs/logging.md."""
+    section = METRICS_PAGE.read_text().split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
     names = []
     for line in section.splitlines():
         if line.startswith("| `"):
@@ -56,6 +57,11 @@ def logged(tmp_path_factory) -> dict[str, set[str]]:
     return out
 
 
+def test_the_readme_links_the_page_that_holds_the_table():
+    readme = (METRICS_PAGE.parents[1] / "README.md").read_text()
+    assert "](docs/logging.md)" in readme
+
+
 def test_the_table_is_found_and_has_patterns():
     names = documented()
     assert "eval/mean_reward" in names and "time/<section>_s" in names
@@ -63,15 +69,16 @@ def test_the_table_is_found_and_has_patterns():
     assert not pattern("time/<section>_s").match("time/a/b_s")
 
 
-def test_every_logged_metric_is_in_the_readme(logged):
+def test_every_logged_metric_is_in_the_docs(logged):
     patterns = [pattern(n) for n in documented()]
     missing = {algo: sorted(n for n in names if not any(p.match(n) for p in patterns))
                for algo, names in logged.items()}
-    assert not any(missing.values()), f"logged but not in README's Metrics table: {missing}"
+    assert not any(missing.values()), (
+        f"logged but not in the Metrics table of docs/logging.md: {missing}")
 
 
 def test_every_documented_metric_is_logged_by_some_run(logged):
     everything = set().union(*logged.values())
     stale = [n for n in documented() if n not in ENV_DEFINED
              and not any(pattern(n).match(m) for m in everything)]
-    assert not stale, f"in README's Metrics table but no run logs it: {stale}"
+    assert not stale, f"in the Metrics table of docs/logging.md but no run logs it: {stale}"
