@@ -56,7 +56,7 @@ def run_rltrain(algo: str, env: str, steps: int, args: argparse.Namespace) -> di
     """rltrain with the `<algo>_atari` preset, `steps` agent steps; steps/s and replay bytes."""
     import tempfile
 
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
     from rltrain.runner.runner import Runner
 
     ov = [f"algo={algo}", f"env.id={env}", f"tuned={algo}_atari", f"seed={args.seed}",

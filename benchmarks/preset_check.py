@@ -112,7 +112,7 @@ def run_one(algo: str, env: str, seed: int) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from rltrain_side import timed_run
 
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
 
     check = CHECKS[(algo, env)]
     cfg = compose_train_config(overrides(algo, env, seed))

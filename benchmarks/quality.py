@@ -115,7 +115,7 @@ def run_rltrain(algo: str, env: str, seed: int) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from rltrain_side import timed_run
 
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
 
     cfg = compose_train_config(rltrain_overrides(algo, env, seed))
     run = timed_run(cfg)

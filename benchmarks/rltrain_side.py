@@ -20,9 +20,9 @@ COMMON = ["progress=off", "logger=none", "checkpoint.freq=0", "eval.num_envs=5"]
 
 def compose(algo: str, env: str, seed: int, overrides: list[str]) -> Any:
     """A validated `TrainConfig` composed exactly as the CLI composes it."""
-    from rltrain.config_checks import to_train_config
-    from rltrain.config_store import register_configs
-    from rltrain.overrides import compose_checked, env_choices
+    from rltrain.config.overrides import compose_checked, env_choices
+    from rltrain.config.store import register_configs
+    from rltrain.config.validation import to_train_config
 
     ov = [f"algo={algo}", f"env={env}", f"seed={seed}", *COMMON, *overrides]
     register_configs(env_choices(ov))
@@ -156,7 +156,7 @@ def ppo_minibatch_updates_per_second(env: str = "CartPole-v1", batch_size: int =
     """PPO minibatch gradient steps per second on a random rollout of the env's shapes."""
     import torch
 
-    from rltrain.registry import get_algo_spec
+    from rltrain.config.registry import get_algo_spec
     from rltrain.types import RolloutBatch
 
     cfg = compose("ppo", env, 0, [f"algo.batch_size={batch_size}", "algo.n_epochs=1",
@@ -177,8 +177,8 @@ def sac_gradient_steps_per_second(env: str = "Pendulum-v1", seconds: float = 2.0
     """SAC gradient steps per second (critic + actor + α) with the tuned preset's sizes."""
     import torch
 
+    from rltrain.config.registry import get_algo_spec
     from rltrain.envs.make import make_env
-    from rltrain.registry import get_algo_spec
     from rltrain.types import TransitionBatch
 
     cfg = compose("sac", env, 0, [])

@@ -12,11 +12,11 @@ import time
 
 import torch
 
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
+from rltrain.config.registry import get_algo_spec
 from rltrain.distributed import world_from_env
 from rltrain.envs.make import make_env
 from rltrain.process_group import join
-from rltrain.registry import get_algo_spec
 
 
 def main() -> None:

@@ -53,7 +53,7 @@ def parse_task(task: str) -> tuple[str, str, int]:
 
 
 def _cfg(algo: str, env: str, budget: int, seed: int, num_seeds: int, threads: int):
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
 
     return compose_train_config([
         f"algo={algo}", f"env={env}", f"total_timesteps={budget}", f"seed={seed}",

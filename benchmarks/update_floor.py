@@ -55,7 +55,7 @@ def first_update(algo: str, env: str) -> tuple[Any, tuple, dict, Any, bool]:
     """(the algorithm, the first update's args and kwargs, the run's config, whether it is
     on-policy) from a run of the task's preset stopped at its first update; off-policy runs
     start learning after at most 1,000 steps."""
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
     from rltrain.runner.runner import Runner
 
     overrides = quality.rltrain_overrides(algo, env, seed=0)

@@ -1,5 +1,5 @@
 """Python entry point: `rltrain.train(overrides)` composes the config exactly as the CLI does
-(`rltrain.compose.compose_train_config`)."""
+(`rltrain.config.compose.compose_train_config`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rltrain.config import TrainConfig
+from rltrain.config.schema import TrainConfig
 
 log = logging.getLogger("rltrain")
 _BUSY = threading.RLock()
@@ -117,10 +117,10 @@ def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
     import copy
 
     from rltrain.algos.configs.base import AlgoConfig
-    from rltrain.compose import compose_train_config
-    from rltrain.config_checks import validate
+    from rltrain.config.compose import compose_train_config
+    from rltrain.config.overrides import first_of_sweeps
+    from rltrain.config.validation import validate
     from rltrain.errors import UserError
-    from rltrain.overrides import first_of_sweeps
     from rltrain.run_target import is_multirun, resumed_config
 
     if isinstance(overrides, TrainConfig):
@@ -155,8 +155,8 @@ def _check_types(cfg: TrainConfig) -> None:
     (`PPOConfig(lr="abc")` met a TypeError deep in validation): one line naming the field."""
     from omegaconf import OmegaConf
 
+    from rltrain.config.overrides import explain
     from rltrain.errors import UserError
-    from rltrain.overrides import explain
 
     try:
         OmegaConf.structured(cfg)
@@ -170,7 +170,7 @@ def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, 
     config with only the harmless overrides applied (the rest refused), code the run's env
     names named again in `overrides`, into `run_dir` (default: the checkpoint's own run)."""
     from rltrain import checkpoint
-    from rltrain.compose import composed_dict, normalize_overrides
+    from rltrain.config.compose import composed_dict, normalize_overrides
     from rltrain.run_dir import RunDir
     from rltrain.runner.resume import resume_config
     from rltrain.runner.runner import Runner
@@ -202,7 +202,7 @@ def _resume_batch(folder: Path, overrides: list[str], run_dir: str | Path | None
     """`resume=<batch folder>`, as `rltrain resume=` continues it (`SeedRunner.resumed`): every
     seed from where it is, the overrides checked against each seed's saved config; returns the
     batch summary."""
-    from rltrain.compose import composed_dict, normalize_overrides
+    from rltrain.config.compose import composed_dict, normalize_overrides
     from rltrain.errors import UserError
     from rltrain.run_dir import RunDir
     from rltrain.runner.resume import resume_config
@@ -228,7 +228,7 @@ def _train_trial(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
     trains a trial; returns the trial's summary (seeds, their final means, their mean)."""
     import json
 
-    from rltrain.config import config_to_dict
+    from rltrain.config.schema import config_to_dict
     from rltrain.errors import UserError
     from rltrain.run_dir import RunDir
     from rltrain.runner.setup import default_run_dir

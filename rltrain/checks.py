@@ -1,6 +1,6 @@
 """One-line checks of config values: numbers in range, seeds, devices (each raises `UserError`).
 
-The config dataclasses (`rltrain/config.py`, `rltrain/algos/configs/*.py`) call these from their
+The config dataclasses (`rltrain/config/schema.py`, `rltrain/algos/configs/*.py`) call these from their
 `validate` methods, so a meaningless value (a NaN learning rate, a discount of 2, a GPU this
 machine lacks) stops the command before anything is built or written.
 """

@@ -78,7 +78,7 @@ def main() -> None:
 
 def train_command(argv: list[str]) -> None:
     """Validate the overrides, then hand over to Hydra (which also serves --help, --cfg, -m)."""
-    from rltrain.compose import (
+    from rltrain.config.compose import (
         check_sweep,
         compose_train_config,
         normalize_overrides,
@@ -202,7 +202,7 @@ def _run_job(cfg: DictConfig) -> float:
     from omegaconf import OmegaConf
 
     from rltrain import checkpoint
-    from rltrain.compose import train_config_of
+    from rltrain.config.compose import train_config_of
     from rltrain.runner.resume import find_resume_checkpoint, resume_config
     from rltrain.runner.runner import Runner
     from rltrain.seeds.folder import batch_seeds
@@ -287,10 +287,10 @@ def _finish_seed_batch(runner: Any) -> float:
 
 def eval_command(argv: list[str]) -> dict:
     """`rltrain eval ckpt=... [episodes=N deterministic=false seed=S device=... video=true]`."""
-    from rltrain.config import to_command_config
-    from rltrain.config_store import register_configs
+    from rltrain.config.overrides import compose_checked
+    from rltrain.config.schema import to_command_config
+    from rltrain.config.store import register_configs
     from rltrain.evaluation import evaluate
-    from rltrain.overrides import compose_checked
 
     register_configs(env_ids=[])
     argv, named = _split_named_code(argv)
@@ -304,10 +304,10 @@ def eval_command(argv: list[str]) -> dict:
 
 def export_command(argv: list[str]) -> dict:
     """`rltrain export ckpt=... [format=onnx|torchscript out=FILE check_samples=N seed=S]`."""
-    from rltrain.config import to_command_config
-    from rltrain.config_store import register_configs
+    from rltrain.config.overrides import compose_checked
+    from rltrain.config.schema import to_command_config
+    from rltrain.config.store import register_configs
     from rltrain.export.command import agreement_line, export_policy
-    from rltrain.overrides import compose_checked
 
     register_configs(env_ids=[])
     argv, named = _split_named_code(argv)

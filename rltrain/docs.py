@@ -62,7 +62,8 @@ def table(cls: type, prefix: str) -> str:
 
 def render() -> str:
     """The whole reference as markdown."""
-    from rltrain.config import (
+    from rltrain.config.registry import ALGOS
+    from rltrain.config.schema import (
         AtariConfig,
         CheckpointConfig,
         EnvConfig,
@@ -75,7 +76,6 @@ def render() -> str:
         WandbConfig,
     )
     from rltrain.nets.config import NetConfig
-    from rltrain.registry import ALGOS
 
     parts = [_HEADER, "## Run (`conf/config.yaml`)", table(TrainConfig, "")]
     for title, cls, prefix in (("Environment (`env=`)", EnvConfig, "env."),

@@ -178,7 +178,7 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     the folder's `eval/results.json` names). `named` is the user code named on the command line
     (see `envs/trust.py`): a checkpoint whose env needs other code is refused.
     """
-    from rltrain.config import EvalRunConfig
+    from rltrain.config.schema import EvalRunConfig
 
     request = EvalRunConfig(str(ckpt), episodes, deterministic, seed, device, num_envs, video,
                             video_episodes)
@@ -258,7 +258,7 @@ def load_checkpoint(ckpt: str | Path, device: str = "cpu", named: NamedCode | No
 
     Refuses a checkpoint whose env names code (a module) that `named` does not name.
     """
-    from rltrain.config_checks import to_train_config
+    from rltrain.config.validation import to_train_config
     from rltrain.envs.atari import check_frame_layout
     from rltrain.payload import EVAL
 
@@ -291,8 +291,8 @@ def build_agent(cfg: Any, env: VecEnv, payload: dict[str, Any], path: Path, devi
     Like training, this applies the run's `torch_threads` to the process: with torch's default
     (every core) a 5-env CartPole eval took 6-9 s instead of 0.34 s on a busy 2-core machine.
     """
+    from rltrain.config.registry import get_algo_spec
     from rltrain.envs.make import load_env_state
-    from rltrain.registry import get_algo_spec
 
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)

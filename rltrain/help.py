@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import OmegaConf, open_dict
 
-from rltrain.overrides import compose_checked, first_of_sweeps
+from rltrain.config.overrides import compose_checked, first_of_sweeps
 
 HELP_FLAGS = ("--help", "-h")
 _HYDRA_ONLY = ("$FLAGS_HELP", "${FLAGS_HELP}", "$HYDRA_CONFIG_GROUPS", "${HYDRA_CONFIG_GROUPS}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from rltrain.catalog import (
+from rltrain.config.catalog import (
     ALGO_TRAITS,
     EXTRAS,
     SPACE_NAMES,
@@ -16,7 +16,7 @@ from rltrain.catalog import (
     missing_modules,
     presets,
 )
-from rltrain.env_aliases import ENV_ALIASES
+from rltrain.envs.aliases import ENV_ALIASES
 
 
 def listing_table() -> Table:
@@ -29,7 +29,7 @@ def listing_table() -> Table:
         built = "" if option.algo == option.option else f"algo {option.algo}, "
         if option.algo not in ALGO_TRAITS:  # a YAML of an algorithm added without its traits
             table.add_row("algo", option.option, f"{option.summary} ({built}its traits are not "
-                                                 f"in rltrain/catalog.py ALGO_TRAITS)")
+                                                 f"in rltrain/config/catalog.py ALGO_TRAITS)")
             continue
         family, kinds = ALGO_TRAITS[option.algo]
         spaces = ", ".join(SPACE_NAMES[k] for k in kinds)

@@ -317,7 +317,7 @@ def resumed_config(argv: list[str]) -> Any:
 
     if batch_seeds(value):
         return None
-    from rltrain.compose import normalize_overrides, register_options
+    from rltrain.config.compose import normalize_overrides, register_options
 
     argv = normalize_overrides(argv)
     register_options(argv)  # the env options it names, and the schemas
@@ -328,8 +328,8 @@ def _check_resume(ckpt: Path, argv: list[str]) -> Any:
     """Refuse experiment-changing overrides now, before Hydra records anything in the run;
     returns the config the resume trains with."""
     from rltrain import checkpoint
-    from rltrain.compose import composed_dict
-    from rltrain.overrides import first_of_sweeps
+    from rltrain.config.compose import composed_dict
+    from rltrain.config.overrides import first_of_sweeps
     from rltrain.payload import RESUME
     from rltrain.runner.resume import resume_config
 

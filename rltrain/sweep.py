@@ -36,7 +36,7 @@ from typing import Any, NoReturn
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, ListConfig, OmegaConf, read_write
 
-from rltrain.config import TrainConfig
+from rltrain.config.schema import TrainConfig
 from rltrain.errors import UserError
 from rltrain.run_dir import RunDir, seed_overrides
 

@@ -31,8 +31,8 @@ def prepare(argv: list[str], world: World,
             ) -> tuple[list[str], Solo, Path | None, list[Path]]:
     """(this rank's Hydra arguments, the job's collectives, the run folder for rank 0 to lock
     and check, None on the other ranks; the folders rank 0 created for it)."""
-    from rltrain.compose import compose_train_config
-    from rltrain.registry import get_algo_spec
+    from rltrain.config.compose import compose_train_config
+    from rltrain.config.registry import get_algo_spec
     from rltrain.run_target import resumed_config, with_run_dir
     from rltrain.runner.setup import check_data_parallel, resolve_device
 

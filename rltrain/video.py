@@ -28,10 +28,10 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from rltrain.config import EnvConfig
 from rltrain.envs.atari import preprocessing
 from rltrain.envs.atari_vec import wrap_atari_vec
 from rltrain.envs.check import check_env_id
+from rltrain.envs.config import EnvConfig
 from rltrain.envs.make import _make_one
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv, VecEnv

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from rltrain.algos.configs.ppo import PPOConfig
-from rltrain.config import CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, TrainConfig
-from rltrain.config_checks import validate
-from rltrain.config_store import register_configs
+from rltrain.config.schema import CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, TrainConfig
+from rltrain.config.store import register_configs
+from rltrain.config.validation import validate
 
 # Small MLPs run fastest on one thread, and the test machine has two cores shared with others.
 torch.set_num_threads(1)

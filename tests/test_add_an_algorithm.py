@@ -94,9 +94,9 @@ def toy_registered(monkeypatch):
     """Step 3 (one line in ALGOS) and step 2's file made known to Hydra; undone afterwards."""
     from hydra.core.config_store import ConfigStore
 
-    from rltrain.catalog import ALGO_TRAITS
-    from rltrain.config_store import register_configs
-    from rltrain.registry import ALGOS, AlgoSpec
+    from rltrain.config.catalog import ALGO_TRAITS
+    from rltrain.config.registry import ALGOS, AlgoSpec
+    from rltrain.config.store import register_configs
 
     monkeypatch.setitem(ALGO_TRAITS, "toy", ("off_policy", ("discrete",)))
     monkeypatch.setitem(ALGOS, "toy", AlgoSpec(ToyConfig, build, *ALGO_TRAITS["toy"]))
@@ -109,7 +109,7 @@ def toy_registered(monkeypatch):
 def test_a_toy_algorithm_added_by_the_documented_steps_trains_checkpoints_and_resumes(
         toy_registered, tmp_path):
     from rltrain.api import train
-    from rltrain.config_checks import to_train_config
+    from rltrain.config.validation import to_train_config
     from rltrain.runner.runner import Runner
 
     overrides = ["algo=toy", "env=CartPole-v1", "env.num_envs=2", "algo.learning_starts=32",
@@ -138,7 +138,8 @@ def test_rltrain_list_shows_an_added_algorithm_and_survives_one_without_traits(
     traits (step 3) were not added."""
     from rich.console import Console
 
-    from rltrain import catalog, listing
+    from rltrain import listing
+    from rltrain.config import catalog
 
     options = [*catalog.algo_options(), catalog.AlgoOption("toy", "toy", "Toy Q-learning"),
                catalog.AlgoOption("bare", "bare", "Added without traits")]
@@ -147,4 +148,4 @@ def test_rltrain_list_shows_an_added_algorithm_and_survives_one_without_traits(
     console.print(listing.listing_table())
     text = console.export_text()
     assert "Toy Q-learning (off-policy; actions: Discrete)" in text
-    assert "Added without traits (its traits are not in rltrain/catalog.py ALGO_TRAITS)" in text
+    assert "Added without traits (its traits are not in rltrain/config/catalog.py ALGO_TRAITS)" in text

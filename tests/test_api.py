@@ -15,7 +15,7 @@ import torch
 from rltrain import checkpoint
 from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.api import train
-from rltrain.config import EnvConfig, EvalConfig, TrainConfig
+from rltrain.config.schema import EnvConfig, EvalConfig, TrainConfig
 from rltrain.errors import UserError
 
 TINY = ["algo=ppo", "env=CartPole-v1", "total_timesteps=64", "env.num_envs=2", "algo.n_steps=32",
@@ -254,8 +254,8 @@ def test_a_python_run_refused_at_start_writes_nothing(tmp_path, monkeypatch):
 def test_a_runner_builds_its_networks_with_the_threads_it_trains_with(tmp_path, monkeypatch):
     """Initial weights depend on the thread count (orthogonal init's QR): built at the
     process's 2 threads, `make train`'s Pendulum run ended at -98.35 instead of -97.64."""
-    from rltrain import registry
-    from rltrain.compose import compose_train_config
+    from rltrain.config import registry
+    from rltrain.config.compose import compose_train_config
     from rltrain.runner.runner import Runner
 
     seen = []

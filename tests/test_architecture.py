@@ -15,11 +15,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rltrain"
 # (importer prefix, imported prefix): layers that must not know each other
 FORBIDDEN = [
     ("rltrain.algos", "rltrain.runner"), ("rltrain.algos", "rltrain.loggers"),
-    ("rltrain.algos", "rltrain.envs"), ("rltrain.algos", "rltrain.registry"),
-    ("rltrain.algos", "rltrain.config"),
-    ("rltrain.envs", "rltrain.algos"), ("rltrain.envs", "rltrain.registry"),
+    ("rltrain.algos", "rltrain.envs"), ("rltrain.algos", "rltrain.config"),
+    ("rltrain.envs", "rltrain.algos"), ("rltrain.envs", "rltrain.config"),
     ("rltrain.nets", "rltrain.algos"), ("rltrain.nets", "rltrain.config"),
-    ("rltrain.loggers", "rltrain.runner"), ("rltrain.loggers", "rltrain.registry"),
+    ("rltrain.loggers", "rltrain.runner"), ("rltrain.loggers", "rltrain.config.registry"),
     ("rltrain.buffers", "rltrain.runner"), ("rltrain.buffers", "rltrain.algos"),
 ]
 

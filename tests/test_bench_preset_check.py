@@ -25,7 +25,7 @@ def test_every_check_is_a_shipped_preset_outside_the_quality_table():
 
 @pytest.mark.parametrize("task", ["ppo:Hopper-v5", "td3:LunarLanderContinuous-v3", "sac:Ant-v5"])
 def test_the_command_line_applies_the_named_preset_and_budget(task):
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
 
     algo, env = preset_check.parse_task(task)
     cfg = compose_train_config(preset_check.overrides(algo, env, 3))

@@ -13,7 +13,7 @@ import torch
 
 from rltrain import checkpoint
 from rltrain.algos.ppo import PPO
-from rltrain.config import config_to_dict
+from rltrain.config.schema import config_to_dict
 from rltrain.errors import TrainingError, UserError
 from rltrain.types import EnvSpec
 

@@ -38,8 +38,14 @@ def stop_at(step: int):
 def stopped_run(tmp_path_factory) -> Path:
     """`latest.pt` of a PPO CartPole run (normalized obs and rewards) stopped at step 64 of 96."""
     from rltrain.algos.configs.ppo import PPOConfig
-    from rltrain.config import CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, TrainConfig
-    from rltrain.config_checks import validate
+    from rltrain.config.schema import (
+        CheckpointConfig,
+        EnvConfig,
+        EvalConfig,
+        LoggerConfig,
+        TrainConfig,
+    )
+    from rltrain.config.validation import validate
 
     cfg = validate(TrainConfig(
         algo=PPOConfig(n_steps=16, batch_size=16, n_epochs=1, hidden_sizes=[16]),

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from rltrain.config import EnvConfig, EvalRunConfig, ExportConfig, LoggerConfig, TrainConfig
-from rltrain.registry import ALGOS
+from rltrain.config.registry import ALGOS
+from rltrain.config.schema import EnvConfig, EvalRunConfig, ExportConfig, LoggerConfig, TrainConfig
 
 CONF = resources.files("rltrain.conf")
 ALGO_OPTIONS = sorted(p.name[:-5] for p in CONF.joinpath("algo").iterdir() if p.name.endswith(".yaml"))

@@ -12,12 +12,23 @@ from omegaconf import OmegaConf
 
 from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.checks import check_device
-from rltrain.compose import compose_train_config, normalize_overrides, train_config_of
-from rltrain.config import AlgoConfig, EvalRunConfig, ExportConfig, TrainConfig, config_to_dict
-from rltrain.config_checks import default_num_envs, to_train_config
+from rltrain.config.compose import compose_train_config, normalize_overrides, train_config_of
+from rltrain.config.overrides import (
+    check_overrides,
+    compose_checked,
+    first_of_sweeps,
+    sweep_variants,
+)
+from rltrain.config.registry import ALGOS
+from rltrain.config.schema import (
+    AlgoConfig,
+    EvalRunConfig,
+    ExportConfig,
+    TrainConfig,
+    config_to_dict,
+)
+from rltrain.config.validation import default_num_envs, to_train_config
 from rltrain.errors import UserError
-from rltrain.overrides import check_overrides, compose_checked, first_of_sweeps, sweep_variants
-from rltrain.registry import ALGOS
 from tests.conftest import config_value, preset_values
 
 
@@ -403,7 +414,7 @@ def test_compose_train_config_spells_the_short_forms_and_is_idempotent():
 @pytest.fixture()
 def counted(monkeypatch) -> dict[str, int]:
     """Calls of the config validation and of the env check, counted."""
-    import rltrain.config_checks
+    import rltrain.config.validation
     import rltrain.envs.check
 
     calls = {"validate": 0, "check_env": 0}
@@ -414,7 +425,7 @@ def counted(monkeypatch) -> dict[str, int]:
             return orig(*args, **kwargs)
         return counting
 
-    for module, name in ((rltrain.config_checks, "validate"), (rltrain.envs.check, "check_env")):
+    for module, name in ((rltrain.config.validation, "validate"), (rltrain.envs.check, "check_env")):
         monkeypatch.setattr(module, name, counter(name, getattr(module, name)))
     return calls
 

@@ -6,7 +6,7 @@ import copy
 
 from hydra.core.config_store import ConfigStore
 
-from rltrain.config_store import register_configs
+from rltrain.config.store import register_configs
 
 
 def test_repository_copies_share_the_store_and_loads_still_hand_out_copies():

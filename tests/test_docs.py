@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
+from rltrain.config.registry import ALGOS
 from rltrain.docs import field_docs, render
-from rltrain.registry import ALGOS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from rltrain.compose import compose_train_config
-from rltrain.config import ENV_ALIASES
-from rltrain.config_checks import default_num_envs, to_train_config
-from rltrain.config_store import _yaml_names, preset_env_name
+from rltrain.config.compose import compose_train_config
+from rltrain.config.schema import ENV_ALIASES
+from rltrain.config.store import _yaml_names, preset_env_name
+from rltrain.config.validation import default_num_envs, to_train_config
 from rltrain.envs.families import family_of, register_on_demand, require_extra
 from rltrain.errors import UserError
 from rltrain.runner.callbacks import LoopState
@@ -106,8 +106,8 @@ def test_unknown_ids_are_never_matched_to_a_legacy_atari_id():
 
 def test_a_sweep_over_ale_ids_registers_every_value(tmp_path, monkeypatch, capfd):
     # `-m env=a,b`: the first value composes here; the second must be a known option too
-    from rltrain.compose import register_options
-    from rltrain.overrides import compose_checked
+    from rltrain.config.compose import register_options
+    from rltrain.config.overrides import compose_checked
 
     argv = ["algo=ppo", "env=ALE/Pong-v5,ALE/Breakout-v5"]
     assert compose_train_config(argv).env.id == "ALE/Pong-v5"
@@ -197,7 +197,7 @@ def test_the_command_line_and_a_preset_still_choose_num_envs():
 
 
 def test_a_saved_config_keeps_its_num_envs_and_an_unset_one_is_resolved():
-    from rltrain.config import config_to_dict
+    from rltrain.config.schema import config_to_dict
 
     saved = config_to_dict(compose_train_config(["algo=sac", "env.id=Pendulum-v1"]))
     assert saved["env"]["num_envs"] == 1  # what a checkpoint stores: resolved
@@ -289,7 +289,7 @@ def test_resolving_an_ale_id_registers_it_in_a_fresh_process():
 def test_composing_a_non_atari_env_does_not_import_ale_py():
     import subprocess
 
-    code = ("import sys; from rltrain.compose import compose_train_config; "
+    code = ("import sys; from rltrain.config.compose import compose_train_config; "
             "compose_train_config(['algo=ppo', 'env=cartpole']); "
             "compose_train_config(['algo=ppo', 'env=Acrobot-v1']); print('ale_py' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -10,7 +10,7 @@ import torch
 
 from rltrain import checkpoint
 from rltrain.algos.ppo import PPO
-from rltrain.config import EnvConfig, config_to_dict
+from rltrain.config.schema import EnvConfig, config_to_dict
 from rltrain.envs.make import make_env
 from rltrain.errors import UserError
 from rltrain.evaluation import eval_metrics, evaluate, run_episodes

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from rltrain import api, checkpoint, cli
-from rltrain.config import EnvConfig, TrainConfig, WrapperConfig, config_to_dict
-from rltrain.config_checks import validate
+from rltrain.config.registry import ALGOS
+from rltrain.config.schema import EnvConfig, TrainConfig, WrapperConfig, config_to_dict
+from rltrain.config.validation import validate
 from rltrain.envs.make import make_env
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv
@@ -24,7 +25,6 @@ from rltrain.export import formats
 from rltrain.export.check import compare_actions, sample_observations
 from rltrain.export.command import export_policy
 from rltrain.export.module import ExportedPolicy, find_layer, torch_actions
-from rltrain.registry import ALGOS
 
 # Seconds-long runs: enough steps for the weights and the observation statistics to move.
 COMMON = ["logger=none", "progress=off", "eval.freq=0", "eval.episodes=1", "eval.num_envs=1",

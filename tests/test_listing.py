@@ -6,9 +6,9 @@ import subprocess
 import sys
 from importlib import resources
 
-from rltrain.catalog import ALGO_TRAITS, EXTRAS, algo_options, missing_modules, presets
-from rltrain.env_aliases import ENV_ALIASES
-from rltrain.registry import ALGOS
+from rltrain.config.catalog import ALGO_TRAITS, EXTRAS, algo_options, missing_modules, presets
+from rltrain.config.registry import ALGOS
+from rltrain.envs.aliases import ENV_ALIASES
 from tests.e2e.harness import run_cli
 
 
@@ -30,7 +30,7 @@ def test_every_tuned_preset_file_is_listed_under_its_env():
 
 def test_every_env_option_is_listed(tmp_path, monkeypatch, capfd):
     """An alias (`env_aliases.py`) or a YAML of conf/env (`pixel_cartpole`): each is a row."""
-    from rltrain.env_aliases import ENV_ALIASES
+    from rltrain.envs.aliases import ENV_ALIASES
 
     yamls = {p.name[: -len(".yaml")] for p in resources.files("rltrain.conf").joinpath("env")
              .iterdir() if p.name.endswith(".yaml")}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rltrain.registry import ALGOS
+from rltrain.config.registry import ALGOS
 from rltrain.runner.runner import Runner
 from tests.runner.test_every_algo import tiny
 

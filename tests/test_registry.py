@@ -7,11 +7,11 @@ from importlib import resources
 
 import pytest
 
-from rltrain import registry
 from rltrain.algos.configs.base import AlgoConfig
-from rltrain.catalog import SPACE_NAMES
+from rltrain.config import registry
+from rltrain.config.catalog import SPACE_NAMES
+from rltrain.config.registry import ALGOS, AlgoSpec, check_action_space, get_algo_spec
 from rltrain.errors import UserError
-from rltrain.registry import ALGOS, AlgoSpec, check_action_space, get_algo_spec
 
 
 def test_known_algo_returns_its_spec():

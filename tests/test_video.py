@@ -17,7 +17,7 @@ import torch
 
 from rltrain import checkpoint, cli
 from rltrain.algos.ppo import PPO
-from rltrain.config import EnvConfig, config_to_dict
+from rltrain.config.schema import EnvConfig, config_to_dict
 from rltrain.envs.make import make_env
 from rltrain.errors import UserError
 from rltrain.evaluation import episode_targets, evaluate, run_episodes
@@ -104,8 +104,8 @@ def test_only_the_recorded_episodes_are_rendered(tmp_path, av):
 def _ppo_checkpoint(run_dir: Path) -> Path:
     """An (untrained) PPO CartPole checkpoint with a 20-step time limit."""
     from rltrain.algos.configs.ppo import PPOConfig
-    from rltrain.config import TrainConfig
-    from rltrain.config_checks import validate
+    from rltrain.config.schema import TrainConfig
+    from rltrain.config.validation import validate
 
     cfg = validate(TrainConfig(algo=PPOConfig(n_steps=16, batch_size=16, hidden_sizes=[16]),
                                env=EnvConfig(id="CartPole-v1", num_envs=2, max_episode_steps=20)))
@@ -237,8 +237,8 @@ from pathlib import Path
 from rltrain import checkpoint
 from rltrain.algos.ppo import PPO
 from rltrain.algos.configs.ppo import PPOConfig
-from rltrain.config import EnvConfig, TrainConfig, config_to_dict
-from rltrain.config_checks import validate
+from rltrain.config.schema import EnvConfig, TrainConfig, config_to_dict
+from rltrain.config.validation import validate
 from rltrain.envs.make import make_env
 from rltrain.evaluation import evaluate
 cfg = validate(TrainConfig(algo=PPOConfig(n_steps=16, batch_size=16, hidden_sizes=[16]),

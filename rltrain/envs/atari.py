@@ -18,8 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rltrain.config import EnvConfig
-from rltrain.config_checks import atari_preprocess
+from rltrain.envs.config import EnvConfig, atari_preprocess
 from rltrain.envs.families import family_of
 from rltrain.errors import UserError
 

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from rltrain.config import EnvConfig
+from rltrain.envs.config import EnvConfig
 from rltrain.errors import UserError
 from rltrain.types import StepResult
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rltrain.config import EnvConfig
 from rltrain.envs.atari import check_atari_env
+from rltrain.envs.config import EnvConfig
 from rltrain.envs.custom import (
     check_call,
     check_registered_kwargs,

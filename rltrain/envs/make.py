@@ -12,11 +12,10 @@ import gymnasium as gym
 import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
-from rltrain.config import EnvConfig
-from rltrain.config_checks import ON_POLICY_NUM_ENVS
 from rltrain.envs.atari import ale_kwargs, preprocessing, wrap_frames
 from rltrain.envs.atari_vec import ATARI_VEC_WRAPPERS, wrap_atari_vec
 from rltrain.envs.check import check_env, vec_kwargs
+from rltrain.envs.config import ON_POLICY_NUM_ENVS, EnvConfig
 from rltrain.envs.contract import ContractChecked
 from rltrain.envs.custom import (
     apply_wrappers,

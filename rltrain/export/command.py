@@ -87,7 +87,7 @@ def _check_request(ckpt: str | Path, fmt: str, out: str | Path | None, check_sam
     """Refuse (one line), before anything is loaded, what `export_policy` cannot do: its
     arguments as `rltrain export` checks them (an `ExportConfig`), a format whose extra is
     missing, a folder given as the output file."""
-    from rltrain.config import ExportConfig
+    from rltrain.config.schema import ExportConfig
 
     ExportConfig(str(ckpt), fmt, None if out is None else str(out), check_samples,
                  seed).validate()
@@ -192,7 +192,7 @@ def export_metadata(cfg: Any, env: Any, space: gym.spaces.Box,
     """What a user of the exported file must reproduce (`formats.METADATA_KEY`): the env id,
     the observation shape and dtype, for Atari runs the preprocessing (`env.atari`), and for a
     recurrent policy its state's shape per row and how to start it."""
-    from rltrain.config_checks import atari_preprocess
+    from rltrain.envs.config import atari_preprocess
     from rltrain.envs.families import family_of
 
     meta: dict[str, Any] = {"env_id": cfg.env.id, **obs_description(space),

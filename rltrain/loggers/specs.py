@@ -1,7 +1,7 @@
 """LOGGERS: the literal name -> spec table of the metric loggers (re-exported by registry.py).
 
 It lives here, not in registry.py, because `build_loggers` reads it and no module under
-`rltrain.loggers` may import `rltrain.registry` (which imports every algorithm's config).
+`rltrain.loggers` may import `rltrain.config.registry` (which imports every algorithm's config).
 Each builder imports its logger module when called, so an optional package (wandb, SwanLab,
 TensorBoard's writer) is imported only when its logger is chosen. Adding a logger is one line
 in `LOGGERS` plus its module.

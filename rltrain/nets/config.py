@@ -2,7 +2,7 @@
 
 It lives in each algorithm's config as `algo.net`, because an algorithm is built from its own
 config alone (`build(cfg.algo, env_spec, device)`); `net.hidden=...` on the command line is
-shorthand for `algo.net.hidden=...` (see `rltrain.overrides.net_overrides`). Unset fields
+shorthand for `algo.net.hidden=...` (see `rltrain.config.overrides.net_overrides`). Unset fields
 (None) keep the algorithm's own choice: `algo.hidden_sizes`, `algo.activation`, and its usual
 initialization. `rltrain/nets/spec.py` turns them into the concrete layers of each network.
 """

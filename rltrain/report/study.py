@@ -203,16 +203,16 @@ def _validated(composed: dict[str, Any]) -> dict[str, Any]:
     """A trial's saved (composed) config as the run used it: validated, defaults filled in."""
     from omegaconf import OmegaConf
 
-    from rltrain.config import config_to_dict
-    from rltrain.config_checks import to_train_config
+    from rltrain.config.schema import config_to_dict
+    from rltrain.config.validation import to_train_config
 
     return config_to_dict(to_train_config(OmegaConf.create(composed)))
 
 
 def _differences(overrides: list[str], saved: dict[str, Any]) -> dict[str, Any]:
     """The saved values that composing `overrides` does not give back."""
-    from rltrain.compose import compose_train_config
-    from rltrain.config import config_to_dict
+    from rltrain.config.compose import compose_train_config
+    from rltrain.config.schema import config_to_dict
 
     composed = dotted(config_to_dict(compose_train_config(overrides)))
     return {key: value for key, value in saved.items() if composed.get(key, value) != value}

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from rltrain.algos.configs.base import OffPolicyConfig
-from rltrain.config import TrainConfig
+from rltrain.config.schema import TrainConfig
 from rltrain.envs.trust import resume_command
 from rltrain.nets.encoder import describe
 from rltrain.nets.spec import resolve_nets
@@ -53,7 +53,7 @@ def warn_unused_atari(cfg: TrainConfig) -> None:
     (a sweep over envs may set it for all of them, so not an error)."""
     import dataclasses
 
-    from rltrain.config import AtariConfig
+    from rltrain.envs.config import AtariConfig
     from rltrain.envs.families import family_of
 
     if family_of(cfg.env.id) == "atari":
@@ -82,7 +82,7 @@ def _unused_preset(cfg: TrainConfig) -> str:
     `~tuned`); else ""."""
     from importlib import resources
 
-    from rltrain.config_store import preset_env_name
+    from rltrain.config.store import preset_env_name
 
     env_name = preset_env_name(cfg.env.id)
     if env_name is None:

@@ -10,8 +10,8 @@ import torch
 
 from rltrain import checkpoint
 from rltrain import obs as obs_ops
-from rltrain.config import TrainConfig
-from rltrain.config_checks import to_train_config
+from rltrain.config.schema import TrainConfig
+from rltrain.config.validation import to_train_config
 from rltrain.envs.make import load_resume_state, resume_state
 from rltrain.envs.trust import named_code, require_named
 from rltrain.errors import UserError

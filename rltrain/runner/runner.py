@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from rltrain import checkpoint
-from rltrain.config import TrainConfig, config_to_dict
+from rltrain.config.registry import check_action_space, get_algo_spec
+from rltrain.config.schema import TrainConfig, config_to_dict
 from rltrain.distributed import SOLO, Solo
 from rltrain.envs.atari import preprocessing
 from rltrain.envs.atari_vec import preprocessing_line
@@ -22,7 +23,6 @@ from rltrain.loggers.base import build_loggers
 from rltrain.loggers.config import LoggerConfig
 from rltrain.loggers.console import ConsoleProgress
 from rltrain.loggers.norm_stats import normalizer_metrics
-from rltrain.registry import check_action_space, get_algo_spec
 from rltrain.report.plot import write_run_curve
 from rltrain.run_dir import RunDir
 from rltrain.runner import setup

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from rltrain.checkpoint import plain_problem
-from rltrain.config import TrainConfig
+from rltrain.config.schema import TrainConfig
 from rltrain.distributed import SOLO, Solo
 from rltrain.envs.extras import set_log_keys
 from rltrain.envs.make import resume_state

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrain import checkpoint
-from rltrain.config import TrainConfig
+from rltrain.config.schema import TrainConfig
 from rltrain.envs.trust import resume_command
 from rltrain.errors import TrainingError, UserError
 from rltrain.run_dir import RunDir

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rltrain.config import TrainConfig
+from rltrain.config.schema import TrainConfig
 from rltrain.envs.trust import resume_command
 from rltrain.errors import UserError
 from rltrain.report.stats import bootstrap_ci, iqm
@@ -207,7 +207,7 @@ class SeedRunner:
         root = RunDir(self.run_dir)
         if root.is_hydra_run():
             return
-        from rltrain.config import config_to_dict
+        from rltrain.config.schema import config_to_dict
 
         root.write_record(config_to_dict(self.cfg), self.overrides)
         for seed, runner in zip(self.seeds, self.runners, strict=True):

@@ -9,7 +9,7 @@ from rltrain.algos.a2c import A2C
 from rltrain.algos.configs.a2c import A2CConfig
 from rltrain.algos.optim import FusedAdam, RMSprop
 from rltrain.buffers.rollout import RolloutBuffer, compute_gae
-from rltrain.config import TrainConfig
+from rltrain.config.schema import TrainConfig
 from rltrain.errors import UserError
 from rltrain.types import EnvSpec, RolloutBatch
 

@@ -14,7 +14,7 @@ from rltrain.algos.configs.dqn import DQNConfig
 from rltrain.algos.dqn import DQN, greedy_next_value
 from rltrain.buffers.replay import ReplayBuffer
 from rltrain.buffers.rollout import RolloutBuffer
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
 from rltrain.errors import EnvError
 from rltrain.nets.heads import CategoricalDist
 from rltrain.runner.runner import Runner

@@ -13,7 +13,7 @@ from rltrain.algos.configs.td3 import TD3Config
 from rltrain.algos.ddpg import DDPG
 from rltrain.algos.sac import SAC
 from rltrain.algos.td3 import TD3
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
 from rltrain.types import EnvSpec, TransitionBatch
 
 SPEC = EnvSpec(obs_shape=(3,), action_kind="box", action_dim=2, num_envs=1)

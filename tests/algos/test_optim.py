@@ -11,7 +11,7 @@ from torch import nn
 
 from rltrain.algos import optim
 from rltrain.algos.optim import FusedAdam, adam, clip_grad_norm
-from rltrain.registry import ALGOS
+from rltrain.config.registry import ALGOS
 from rltrain.types import EnvSpec, RolloutBatch, TransitionBatch
 
 

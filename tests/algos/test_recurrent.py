@@ -10,7 +10,7 @@ import torch
 from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.algos.ppo import PPO
 from rltrain.buffers.sequences import sequence_length, sequence_minibatches
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
 from rltrain.errors import UserError
 from rltrain.runner.runner import Runner
 from rltrain.types import EnvSpec
@@ -100,7 +100,7 @@ def same_tree(a, b) -> bool:
                          ids=["lstm-cartpole", "gru-gsde-pendulum"])
 def test_recurrent_runs_resume_exactly_and_evaluate(extra, tmp_path):
     from rltrain import checkpoint
-    from rltrain.config_checks import to_train_config
+    from rltrain.config.validation import to_train_config
 
     result = Runner(tiny(extra), tmp_path / "a").run()
     assert result["episodes"] == 2

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rltrain.buffers.replay import ReplayBuffer
-from rltrain.config import EnvConfig
+from rltrain.config.schema import EnvConfig
 from rltrain.envs.make import make_env
 from rltrain.errors import UserError
 

@@ -10,7 +10,7 @@ import torch
 from rltrain import checkpoint
 from rltrain.api import train
 from rltrain.buffers.frame_replay import FrameReplayBuffer
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
 
 pytest.importorskip("ale_py")
 

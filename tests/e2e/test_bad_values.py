@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from rltrain.checks import SEED_MAX
-from rltrain.config import EvalRunConfig, ExportConfig, to_command_config
-from rltrain.overrides import check_overrides, compose_checked
+from rltrain.config.overrides import check_overrides, compose_checked
+from rltrain.config.schema import EvalRunConfig, ExportConfig, to_command_config
 from tests.e2e.harness import EXIT_USAGE, assert_refused, run_cli, tree
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")

@@ -220,7 +220,7 @@ def test_taxi_sized_categorical_observations_still_train(tmp_path, monkeypatch, 
 def test_num_seeds_of_a_billion_is_refused_when_composed():
     """Checked from the config alone: a build without the bound grows for minutes (a billion
     seed configs, then runners) until the kernel kills it, so this case never trains."""
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
 
     with pytest.raises(UserError, match="num_seeds=1,000,000,000: each seed needs at least"):
         compose_train_config([*SMOKE, "num_seeds=1000000000"])
@@ -229,8 +229,8 @@ def test_num_seeds_of_a_billion_is_refused_when_composed():
 def test_num_seeds_beyond_memory_is_one_line_before_anything_is_built(tmp_path, monkeypatch,
                                                                       capfd):
     from rltrain import checks
-    from rltrain.compose import compose_train_config
-    from rltrain.config_checks import seed_bytes
+    from rltrain.config.compose import compose_train_config
+    from rltrain.config.validation import seed_bytes
 
     per_seed = seed_bytes(compose_train_config([*SMOKE, "num_seeds=2"]))
     monkeypatch.setattr(checks, "available_memory", lambda: 2 * per_seed)

@@ -86,7 +86,7 @@ def test_a_refused_command_line_is_one_line_and_imports_no_torch(argv, error, tm
                                   ["env=CartPole-v1", "logger=[tensorboard,wandb]"]])
 def test_help_is_the_text_hydra_writes(argv, monkeypatch, capsys):
     from rltrain import cli
-    from rltrain.compose import normalize_overrides, register_options
+    from rltrain.config.compose import normalize_overrides, register_options
     from rltrain.help import app_help
 
     argv = normalize_overrides(argv)

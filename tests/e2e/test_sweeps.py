@@ -243,9 +243,9 @@ def test_an_optuna_search_ends_with_its_plots_and_the_best_trial_as_a_command(sw
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     from omegaconf import OmegaConf
 
-    from rltrain.compose import compose_train_config
-    from rltrain.config import config_to_dict
-    from rltrain.config_checks import to_train_config
+    from rltrain.config.compose import compose_train_config
+    from rltrain.config.schema import config_to_dict
+    from rltrain.config.validation import to_train_config
 
     proc, folder = sweeps.get("hpo_resume") or sweeps["hpo"], sweeps["tmp"] / "hpo"
     assert proc.returncode == 0, describe(proc)

@@ -17,7 +17,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
 from rltrain.distributed import world_from_env
 from rltrain.errors import TrainingError
 from rltrain.process_group import join

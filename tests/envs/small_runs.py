@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from rltrain.registry import ALGOS
+from rltrain.config.registry import ALGOS
 
 
 def small_run(algo: str, env_id: str, steps: int = 192, *extra: str) -> list[str]:

@@ -14,8 +14,8 @@ gym = pytest.importorskip("gymnasium")
 ale_py = pytest.importorskip("ale_py")
 cv2 = pytest.importorskip("cv2")
 
-from rltrain.config import AtariConfig, EnvConfig  # noqa: E402
-from rltrain.config_checks import check_atari  # noqa: E402
+from rltrain.config.schema import AtariConfig, EnvConfig  # noqa: E402
+from rltrain.config.validation import check_atari  # noqa: E402
 from rltrain.envs.atari import AtariFrames  # noqa: E402
 from rltrain.envs.atari_vec import FrameStack, preprocessing_line  # noqa: E402
 from rltrain.envs.check import check_env  # noqa: E402
@@ -173,7 +173,7 @@ def test_a_single_frame_gets_the_cnn_and_is_stored_once_in_replay():
     """env.atari.frame_stack=0 gave bare [84, 84] frames: a linear layer on 7,056 pixels and a
     replay storing each frame twice (obs and next obs)."""
     from rltrain.algos.configs.dqn import DQNConfig
-    from rltrain.registry import ALGOS
+    from rltrain.config.registry import ALGOS
     from rltrain.runner.off_policy import make_replay
 
     stacked, single = (make_env(atari("Breakout", 1, frame_stack=k)) for k in (4, 0))
@@ -222,7 +222,7 @@ def test_a_frame_stack_zero_checkpoint_of_the_old_layout_is_refused_naming_why(t
 def test_a_wrapper_that_flattens_the_frames_is_refused_in_one_line():
     """FlattenObservation under the Atari preprocessing gave an IndexError traceback from the
     frame stack (`shape[2]` of a 1-D observation)."""
-    from rltrain.config import WrapperConfig
+    from rltrain.config.schema import WrapperConfig
 
     cfg = dataclasses.replace(atari("Breakout", 1),
                               wrappers=[WrapperConfig(name="FlattenObservation")])
@@ -324,7 +324,7 @@ def test_frame_stack_resets_rows_and_keeps_the_ended_episodes_stack():
 
 def test_a_short_ppo_run_on_pong_builds_steps_and_evaluates(tmp_path):
     from rltrain.api import train
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
 
     overrides = ["algo=ppo", "env.id=ALE/Pong-v5", "env.num_envs=2", "algo.n_steps=32",
                  "algo.batch_size=32", "algo.n_epochs=1", "total_timesteps=64",

@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from rltrain import checkpoint
-from rltrain.compose import compose_train_config
-from rltrain.config_checks import to_train_config
+from rltrain.config.compose import compose_train_config
+from rltrain.config.registry import ALGOS
+from rltrain.config.validation import to_train_config
 from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import EnvError, UserError
 from rltrain.evaluation import evaluate
 from rltrain.nets.encoder import OneHot
-from rltrain.registry import ALGOS
 from rltrain.runner.runner import Runner
 from tests.envs.small_runs import small_run
 

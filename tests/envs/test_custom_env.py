@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from rltrain import checkpoint
-from rltrain.config import EnvConfig, WrapperConfig
+from rltrain.config.schema import EnvConfig, WrapperConfig
 from rltrain.envs.contract import ContractChecked
 from rltrain.envs.make import _make_one, make_env
 from rltrain.envs.trust import NamedCode

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from rltrain import checkpoint
-from rltrain.compose import compose_train_config
-from rltrain.config_checks import to_train_config
+from rltrain.config.compose import compose_train_config
+from rltrain.config.registry import ALGOS
+from rltrain.config.validation import to_train_config
 from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
@@ -20,7 +21,6 @@ from rltrain.evaluation import evaluate
 from rltrain.export.command import export_policy
 from rltrain.nets.encoder import DictEncoder, NatureCNN, OneHot, describe
 from rltrain.nets.spec import resolve_nets
-from rltrain.registry import ALGOS
 from rltrain.runner.runner import Runner
 from tests.envs.dict_envs import CueTask
 from tests.envs.small_runs import small_run

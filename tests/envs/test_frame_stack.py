@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
 from rltrain.envs.frame_stack import VectorFrameStack
 from rltrain.envs.make import capture_problem, make_env
 from rltrain.errors import UserError

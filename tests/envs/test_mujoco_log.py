@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from rltrain.config import EnvConfig
+from rltrain.config.schema import EnvConfig
 from rltrain.envs import mujoco_log
 from rltrain.envs.make import make_env
 

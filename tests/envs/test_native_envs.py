@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain.config import EnvConfig
+from rltrain.config.schema import EnvConfig
 from rltrain.envs.make import load_resume_state, make_env, resume_state
 from rltrain.envs.native import CartPole, NativeVecEnv, Pendulum, make_native
 from rltrain.envs.normalize import NormalizeObs
@@ -241,8 +241,8 @@ def test_ppo_on_native_cartpole_stops_and_resumes_exactly(tmp_path, tiny_cfg, mo
 
 def test_sac_on_native_pendulum_trains_through_the_off_policy_loop(tmp_path, monkeypatch):
     from rltrain.algos.configs.sac import SACConfig
-    from rltrain.config import CheckpointConfig, EvalConfig, LoggerConfig, TrainConfig
-    from rltrain.config_checks import validate
+    from rltrain.config.schema import CheckpointConfig, EvalConfig, LoggerConfig, TrainConfig
+    from rltrain.config.validation import validate
 
     monkeypatch.setattr("rltrain.runner.runner.write_run_curve", lambda run_dir: None)
     cfg = validate(TrainConfig(

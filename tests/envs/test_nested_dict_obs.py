@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from rltrain import checkpoint
-from rltrain.compose import compose_train_config
-from rltrain.config_checks import to_train_config
+from rltrain.config.compose import compose_train_config
+from rltrain.config.validation import to_train_config
 from rltrain.envs.obs_space import leaves
 from rltrain.envs.trust import NamedCode
 from rltrain.errors import UserError

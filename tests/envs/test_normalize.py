@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain.config import EnvConfig
+from rltrain.config.schema import EnvConfig
 from rltrain.envs.make import env_state, load_env_state, make_env
 from rltrain.envs.normalize import NormalizeObs, RunningMeanStd, ScaleReward
 from rltrain.types import EnvSpec, StepResult

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain.config import EnvConfig
+from rltrain.config.schema import EnvConfig
 from rltrain.envs.make import make_env
 from rltrain.envs.pixels import CART, POLE, PixelCartPole, draw_cartpole
 from rltrain.errors import UserError

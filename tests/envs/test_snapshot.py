@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from rltrain import checkpoint
-from rltrain.config import EnvConfig, WrapperConfig
+from rltrain.config.schema import EnvConfig, WrapperConfig
 from rltrain.envs import snapshot
 from rltrain.envs.make import capture_problem, load_resume_state, make_env, resume_state
 from rltrain.envs.native import CartPole

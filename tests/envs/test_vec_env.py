@@ -10,7 +10,7 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from rltrain.config import EnvConfig
+from rltrain.config.schema import EnvConfig
 from rltrain.envs.check import check_env_id
 from rltrain.envs.make import make_env
 from rltrain.envs.obs_space import array_tensor

@@ -21,10 +21,10 @@ import torch
 
 from rltrain import checkpoint
 from rltrain.api import train
-from rltrain.compose import compose_train_config
-from rltrain.config_checks import to_train_config
+from rltrain.config.compose import compose_train_config
+from rltrain.config.registry import ALGOS
+from rltrain.config.validation import to_train_config
 from rltrain.evaluation import build_agent, evaluate
-from rltrain.registry import ALGOS
 from rltrain.runner.runner import Runner
 from tests.e2e.harness import run_cli
 from tests.runner.test_every_algo import resumed_halfway, same, tiny, weights

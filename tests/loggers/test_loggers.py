@@ -9,14 +9,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rltrain.config import LoggerConfig
-from rltrain.config_checks import to_train_config
+from rltrain.config.overrides import compose_checked
+from rltrain.config.schema import LoggerConfig
+from rltrain.config.validation import to_train_config
 from rltrain.envs.normalize import NormalizeObs, ScaleReward
 from rltrain.errors import UserError
 from rltrain.loggers.backend import import_backend
 from rltrain.loggers.base import build_loggers
 from rltrain.loggers.norm_stats import MAX_DIMS, normalizer_metrics
-from rltrain.overrides import compose_checked
 from rltrain.types import EnvSpec
 
 
@@ -126,7 +126,7 @@ def test_norm_stats_of_wide_observations_are_capped_with_one_warning(caplog):
 
 
 def test_registry_re_exports_the_one_logger_table():
-    from rltrain import registry
+    from rltrain.config import registry
     from rltrain.loggers import specs
 
     assert registry.LOGGERS is specs.LOGGERS

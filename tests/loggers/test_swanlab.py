@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rltrain.config import SwanlabConfig
+from rltrain.config.schema import SwanlabConfig
 from rltrain.runner.runner import Runner
 
 swanlab = pytest.importorskip("swanlab")

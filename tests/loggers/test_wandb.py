@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rltrain.config import LoggerConfig, WandbConfig
+from rltrain.config.schema import LoggerConfig, WandbConfig
 from rltrain.errors import UserError
 from rltrain.runner.runner import Runner
 

@@ -7,13 +7,13 @@ import re
 import pytest
 from omegaconf import OmegaConf
 
-from rltrain.config import config_to_dict
-from rltrain.config_checks import to_train_config
+from rltrain.config.overrides import compose_checked, net_overrides
+from rltrain.config.schema import config_to_dict
+from rltrain.config.validation import to_train_config
 from rltrain.errors import UserError
 from rltrain.nets.config import ACTIVATION_NAMES, RECURRENT_CORES, NetConfig
 from rltrain.nets.mlp import ACTIVATIONS
 from rltrain.nets.recurrent import CORES
-from rltrain.overrides import compose_checked, net_overrides
 from rltrain.runner.resume import resume_config
 from tests.conftest import preset_values
 

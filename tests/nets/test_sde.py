@@ -12,7 +12,7 @@ from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.algos.configs.sac import SACConfig
 from rltrain.algos.ppo import PPO
 from rltrain.algos.sac import SAC
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
 from rltrain.errors import UserError
 from rltrain.nets.sde import NoiseClock, SDEHead, StateDependentNoise
 from rltrain.types import EnvSpec

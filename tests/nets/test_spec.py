@@ -7,13 +7,13 @@ import pytest
 import torch
 from torch import nn
 
+from rltrain.config.registry import ALGOS
 from rltrain.errors import UserError
 from rltrain.nets.config import NetConfig
 from rltrain.nets.continuous import EnsembleLayerNorm, EnsembleLinear
 from rltrain.nets.encoder import NatureCNN
 from rltrain.nets.mlp import ACTIVATIONS
 from rltrain.nets.spec import resolve_nets
-from rltrain.registry import ALGOS
 from rltrain.types import EnvSpec
 
 KIND = {name: "discrete" if "discrete" in spec.action_kinds else spec.action_kinds[0]
@@ -163,7 +163,7 @@ def test_share_encoder_gives_ppo_and_a2c_one_cnn(name):
 
 @pytest.mark.parametrize("name", ["dqn", "sac"])
 def test_share_encoder_on_an_off_policy_algorithm_is_a_user_error(name):
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
 
     env = "CartPole-v1" if name == "dqn" else "Pendulum-v1"
     with pytest.raises(UserError, match=rf"net.share_encoder=true is for PPO and A2C; {name}"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from rltrain.algos import dqn, ppo
-from rltrain.config import EnvConfig
+from rltrain.config.schema import EnvConfig
 from rltrain.envs.make import make_env
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.context import LoopContext

@@ -14,8 +14,8 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rltrain.algos.configs.ppo import PPOConfig
-from rltrain.config import CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, TrainConfig
-from rltrain.config_checks import validate
+from rltrain.config.schema import CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, TrainConfig
+from rltrain.config.validation import validate
 from rltrain.envs.extras import vector_extras
 from rltrain.runner.episodes import EpisodeTracker
 from rltrain.runner.runner import Runner

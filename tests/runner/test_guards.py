@@ -10,8 +10,8 @@ import torch
 
 from rltrain import checkpoint
 from rltrain.algos.configs.dqn import DQNConfig
-from rltrain.config import CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, TrainConfig
-from rltrain.config_checks import validate
+from rltrain.config.schema import CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, TrainConfig
+from rltrain.config.validation import validate
 from rltrain.errors import TrainingError
 from rltrain.runner.guards import check_metrics, check_parameters
 from rltrain.runner.runner import Runner

@@ -29,7 +29,7 @@ def _warnings(caplog, cfg, resumed=False) -> list[str]:
 
 
 def test_an_off_policy_budget_before_learning_starts_is_warned(caplog):
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
 
     cfg = compose_train_config(["algo=sac", "env=pendulum", "total_timesteps=300"])  # preset: 1000
     (line,) = _warnings(caplog, cfg)
@@ -41,7 +41,7 @@ def test_an_off_policy_budget_before_learning_starts_is_warned(caplog):
 
 
 def test_a_decay_to_zero_before_the_end_is_warned_with_the_steps_lost(caplog):
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
 
     base = ["algo=dqn", "env=cartpole", "total_timesteps=3000"]
     (line,) = _warnings(caplog, compose_train_config([*base, "algo.lr_decay_steps=1000"]))
@@ -57,7 +57,7 @@ def test_a_decay_to_zero_before_the_end_is_warned_with_the_steps_lost(caplog):
 @pytest.mark.parametrize(("preset_env", "budget"), [("cartpole", 50_000), ("lunarlander", 100_000),
                                                     ("mountaincar", 120_000)])
 def test_the_dqn_presets_decay_over_the_budget_given(preset_env, budget):
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
 
     cfg = compose_train_config(["algo=dqn", f"env={preset_env}"])
     assert cfg.total_timesteps == budget and cfg.algo.lr_decay_steps == budget
@@ -66,7 +66,7 @@ def test_the_dqn_presets_decay_over_the_budget_given(preset_env, budget):
 
 
 def test_atari_settings_on_another_env_are_warned(caplog):
-    from rltrain.compose import compose_train_config
+    from rltrain.config.compose import compose_train_config
 
     (line,) = _warnings(caplog, compose_train_config(
         ["algo=ppo", "env=pendulum", "env.atari.frame_skip=2", "env.atari.clip_reward=false"]))

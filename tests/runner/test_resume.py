@@ -15,7 +15,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from rltrain import checkpoint
 from rltrain.algos.configs.sac import SACConfig
-from rltrain.config import (
+from rltrain.config.overrides import compose_checked
+from rltrain.config.schema import (
     CheckpointConfig,
     EnvConfig,
     EvalConfig,
@@ -23,9 +24,8 @@ from rltrain.config import (
     TrainConfig,
     config_to_dict,
 )
-from rltrain.config_checks import to_train_config, validate
+from rltrain.config.validation import to_train_config, validate
 from rltrain.errors import UserError
-from rltrain.overrides import compose_checked
 from rltrain.runner.resume import find_resume_checkpoint, resume_config, run_dir_of
 from rltrain.runner.runner import Runner
 from tests.test_checkpoint import assert_same
@@ -232,7 +232,7 @@ def test_resume_applies_budget_logging_eval_and_checkpoint_overrides(saved):
 def test_resume_accepts_an_override_that_restates_the_saved_value(saved, override):
     """`env.id=` restated comes with the `~tuned` that normalize_overrides adds beside it: it
     was refused as "selects a preset"."""
-    from rltrain.compose import normalize_overrides
+    from rltrain.config.compose import normalize_overrides
 
     cfg = resume_with(saved, normalize_overrides([override]))
     assert config_to_dict(cfg)["algo"] == saved["algo"] and cfg.seed == saved["seed"]

@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
+from rltrain.config.registry import get_algo_spec
 from rltrain.envs.make import make_env
-from rltrain.registry import get_algo_spec
 from rltrain.runner.runner import Runner
 from rltrain.seeds.rng import SeedStreams
 from rltrain.seeds.runner import SeedRunner
@@ -51,6 +51,11 @@ def assert_batch_matches_single_runs(cfg, tmp_path, updates: int, rel: float = 1
         alone = _recorder(single, event)
         single.run()
         assert len(alone) == len(batched[k]) == updates
+        # the parameters each seed ended with (networks, targets, log α): its single run's
+        for name, value in _parameters(single.algo).items():
+            torch.testing.assert_close(_parameters(batch.runners[k].algo)[name], value,
+                                       rtol=max(rel, 1e-6) * 10, atol=1e-6,
+                                       msg=lambda m, n=name: f"seed {seed}, {n}: {m}")
         for update, (mine, theirs) in enumerate(zip(batched[k], alone, strict=True)):
             assert mine.keys() == theirs.keys()
             for name, value in theirs.items():
@@ -58,3 +63,15 @@ def assert_batch_matches_single_runs(cfg, tmp_path, updates: int, rel: float = 1
                     continue
                 assert mine[name] == pytest.approx(value, rel=rel, abs=1e-6 if rel else 0), \
                     f"seed {seed}, update {update}: {name} {mine[name]} vs alone {value}"
+
+
+def _parameters(algo) -> dict[str, torch.Tensor]:
+    """Every network parameter and tensor the algorithm holds, by name (`policy.*`, `q_target.*`,
+    `log_alpha`...), from its state dict (optimizer states left out)."""
+    out = {}
+    for part, value in algo.state_dict().items():
+        if isinstance(value, torch.Tensor):
+            out[part] = value
+        elif isinstance(value, dict) and "optimizer" not in part and "state" not in value:
+            out.update({f"{part}.{k}": v for k, v in value.items() if isinstance(v, torch.Tensor)})
+    return out

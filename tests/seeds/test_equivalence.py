@@ -19,7 +19,7 @@ import logging
 
 import pytest
 
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
 from tests.seeds.helpers import assert_batch_matches_single_runs
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
 from tests.seeds.helpers import assert_batch_matches_single_runs
 
 _ALGO = {

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from rltrain.compose import compose_train_config
+from rltrain.config.compose import compose_train_config
 from rltrain.seeds.runner import SeedRunner
 from tests.e2e.harness import EXIT_USAGE, assert_refused, run_cli
 from tests.envs.small_runs import small_run

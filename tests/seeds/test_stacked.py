@@ -118,7 +118,7 @@ def test_what_cannot_be_stacked_is_one_line(extra, fragment):
 
 
 def test_every_batchable_algorithm_has_a_batched_form():
-    from rltrain.registry import ALGOS
+    from rltrain.config.registry import ALGOS
     from rltrain.seeds import BATCHABLE
     from rltrain.seeds.batch import BATCHED
 

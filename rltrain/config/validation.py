@@ -1,6 +1,6 @@
 """A composed config, or a checkpoint's plain dict, as a validated `TrainConfig`.
 
-`to_train_config` merges it into the dataclass schemas of `rltrain/config.py` and runs
+`to_train_config` merges it into the dataclass schemas of `rltrain/config/schema.py` and runs
 `validate` (cross-field checks, and the defaults they fill in) on every config it builds, so a
 meaningless combination stops the command with one line before anything is built or written.
 Single values are checked by `rltrain/checks.py`; each algorithm's own fields by its config's
@@ -21,7 +21,14 @@ from rltrain.checks import (
     check_positive,
     check_seed,
 )
-from rltrain.config import AtariConfig, EnvConfig, TrainConfig
+from rltrain.config.schema import TrainConfig
+from rltrain.envs.config import (
+    OFF_POLICY_NUM_ENVS,
+    ON_POLICY_NUM_ENVS,
+    PREPROCESS_SWITCH,
+    AtariConfig,
+    EnvConfig,
+)
 from rltrain.errors import UserError
 from rltrain.loggers.config import validate_logger
 from rltrain.nets.config import check_net
@@ -35,7 +42,7 @@ def to_train_config(cfg: DictConfig | dict, here: bool | None = None) -> TrainCo
 
     `here` (see `validate`) defaults to True for a composed config, False for a plain dict.
     """
-    from rltrain.registry import get_algo_spec
+    from rltrain.config.registry import get_algo_spec
 
     if here is None:  # a checkpoint's dict names the device it was trained on, maybe not this one
         here = isinstance(cfg, DictConfig)
@@ -88,9 +95,6 @@ def validate(cfg: TrainConfig, here: bool = True) -> TrainConfig:
     if cfg.num_seeds > 1 and here:  # the values it reads are validated now
         _check_seed_memory(cfg)
     return cfg
-
-
-OFF_POLICY_NUM_ENVS, ON_POLICY_NUM_ENVS = 1, 8
 
 
 def default_num_envs(algo: AlgoConfig) -> int:
@@ -216,19 +220,9 @@ def _check_env(env: EnvConfig) -> None:
     check_atari(env.atari)
 
 
-_BOOLISH = {"true": True, "on": True, "yes": True, "1": True,
-            "false": False, "off": False, "no": False, "0": False}
-
-
-def atari_preprocess(env: EnvConfig, family: str | None) -> bool:
-    """Whether the Atari preprocessing applies to `env` (`family`: `envs.families.family_of`)."""
-    mode = str(env.atari.preprocess).strip().lower()
-    return family == "atari" if mode == "auto" else _BOOLISH[mode]
-
-
 def check_atari(atari: AtariConfig) -> None:
     """The `env.atari` section: its mode and counts."""
-    if str(atari.preprocess).strip().lower() not in ("auto", *_BOOLISH):
+    if str(atari.preprocess).strip().lower() not in ("auto", *PREPROCESS_SWITCH):
         raise UserError(f"env.atari.preprocess={atari.preprocess!r}: choose auto, true or false")
     for name, low in (("noop_max", 0), ("frame_skip", 1), ("screen_size", 1), ("frame_stack", 0)):
         value = getattr(atari, name)

@@ -1,6 +1,6 @@
 """Hydra's ConfigStore: the typed schemas, and the `env` / `tuned` options a command line can name.
 
-`register_configs` stores the dataclass schemas of `rltrain.config`, one option per env alias and
+`register_configs` stores the dataclass schemas of `rltrain.config.schema`, one option per env alias and
 per gymnasium id named on the command line, and the forwards that give an alias and its id the
 same tuned preset (`tuned/<algo>_<gym id>` -> `tuned/<algo>_<alias>`, every Atari game ->
 `<algo>_atari`).
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
-from rltrain.config import ENV_ALIASES, EnvConfig, EvalRunConfig, ExportConfig, TrainConfig
+from rltrain.config.schema import ENV_ALIASES, EnvConfig, EvalRunConfig, ExportConfig, TrainConfig
 
 
 def register_configs(env_ids: Iterable[str] | None = None) -> None:
@@ -25,7 +25,7 @@ def register_configs(env_ids: Iterable[str] | None = None) -> None:
     """
     from hydra.core.config_store import ConfigStore
 
-    from rltrain.registry import ALGOS
+    from rltrain.config.registry import ALGOS
 
     _share_in_repository_copies(ConfigStore)
     cs = ConfigStore.instance()

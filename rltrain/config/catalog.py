@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from rltrain.env_aliases import ENV_ALIASES
+from rltrain.envs.aliases import ENV_ALIASES
 from rltrain.envs.families import EXTRAS as FAMILY_EXTRAS
 from rltrain.envs.families import family_of
 

@@ -17,7 +17,7 @@ from rltrain.algos.configs.dqn import DQNConfig
 from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.algos.configs.sac import SACConfig
 from rltrain.algos.configs.td3 import TD3Config
-from rltrain.catalog import ALGO_TRAITS, SPACE_NAMES
+from rltrain.config.catalog import ALGO_TRAITS, SPACE_NAMES
 from rltrain.errors import UserError
 from rltrain.text import closest
 

@@ -2,7 +2,7 @@
 
 The dataclasses are the single source of truth for fields, types and defaults; the YAML files
 under `conf/` hold values only. `to_train_config` turns a composed DictConfig (or the plain dict
-stored in a checkpoint) into a validated `TrainConfig` (`rltrain/config_checks.py`).
+stored in a checkpoint) into a validated `TrainConfig` (`rltrain/config/validation.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from rltrain.algos.configs.base import AlgoConfig, OffPolicyConfig  # noqa: F401  (moved; re-exported)
 from rltrain.checks import check_device, check_seed
-from rltrain.env_aliases import ENV_ALIASES  # noqa: F401  (re-exported)
+from rltrain.envs.aliases import ENV_ALIASES  # noqa: F401  (re-exported)
+
+# the env schemas live with the envs (which import nothing from config); importable from here
+from rltrain.envs.config import AtariConfig, EnvConfig, WrapperConfig  # noqa: F401
 from rltrain.errors import UserError
 
 # the logger schemas live with the loggers; importable from here like every other section
@@ -24,87 +27,6 @@ from rltrain.loggers.config import (  # noqa: F401
     SwanlabConfig,
     WandbConfig,
 )
-
-
-@dataclass
-class WrapperConfig:
-    """One gymnasium wrapper of `env.wrappers`."""
-
-    name: str = MISSING
-    """A class of `gymnasium.wrappers` (`ClipReward`) or `module:Class`."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the wrapper (after the env)."""
-
-
-@dataclass
-class AtariConfig:
-    """The standard Atari preprocessing of `ALE/<Game>-v5` ids (`rltrain/envs/atari.py`)."""
-
-    preprocess: str = "auto"
-    """`auto` (on for ALE ids, off otherwise), `true` or `false`. On, the ALE env is made with
-    `frameskip=1` and the wrappers below are applied; off, the raw env (210x160 RGB)."""
-    noop_max: int = 30
-    """On reset, take a random number (1..noop_max, from the env's seeded RNG) of NOOP actions
-    (0 disables)."""
-    frame_skip: int = 4
-    """Repeat each action this many frames, summing rewards; the observation is the max over
-    the last two frames (>= 1)."""
-    screen_size: int = 84
-    """Observations are resized to screen_size x screen_size (cv2.INTER_AREA; >= 1)."""
-    grayscale: bool = True
-    """Grayscale observations (false: RGB)."""
-    terminal_on_life_loss: bool = True
-    """Training only: losing a life ends the training episode (`terminated`) while the game
-    goes on; episode statistics and evaluation still count whole games."""
-    clip_reward: bool = True
-    """Training only: rewards become their sign (-1, 0, 1); statistics report the game score."""
-    frame_stack: int = 4
-    """Stack the last frame_stack frames, channels first and newest last: `[k, 84, 84]`
-    (grayscale; RGB gives `[3k, 84, 84]`); 0 or 1: the frame alone, `[1, 84, 84]` (RGB
-    `[3, 84, 84]`)."""
-    fire_reset: bool = True
-    """Press FIRE after each reset in games whose actions include FIRE."""
-
-
-@dataclass
-class EnvConfig:
-    """Which environment to train on and how to vectorize and normalize it."""
-
-    id: str = "Pendulum-v1"
-    """Gymnasium id (any registered id), `module:EnvId` (imports the module, which registers the
-    id), or `module:factory` (a callable building the env; see the README, "Use your own
-    environment")."""
-    backend: str = "gymnasium"
-    """`gymnasium`, or `torch`: the native batched torch twin of CartPole-v1 / Pendulum-v1,
-    stepped on the training device."""
-    imports: list[str] = field(default_factory=list)
-    """Modules imported before the env is made, so that they can register ids
-    (`env.import=my_pkg.envs` is accepted on the command line too)."""
-    wrappers: list[WrapperConfig] = field(default_factory=list)
-    """Gymnasium wrappers around each env, innermost first:
-    `[{name: ClipReward, kwargs: {min_reward: -1, max_reward: 1}}]`."""
-    num_envs: int | None = None
-    """Number of parallel environments. Unset (null), the algorithm's family chooses: 1 for
-    the off-policy ones (DQN, DDPG, TD3, SAC: one gradient step per env step), 8 for PPO and
-    A2C; a tuned preset or the command line sets it otherwise."""
-    vectorization: str = "sync"
-    """`sync` (one process) or `async` (one subprocess per env)."""
-    normalize_obs: bool = False
-    """Running mean/std observation normalization (statistics are saved in checkpoints)."""
-    normalize_reward: bool = False
-    """Scale rewards by the running std of the discounted return (training only)."""
-    clip_obs: float = 10.0
-    """Clip normalized observations to [-clip_obs, clip_obs] (> 0)."""
-    max_episode_steps: int | None = None
-    """Override the env's time limit (> 0; None keeps the registered one)."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    """Extra keyword arguments passed to `gymnasium.make`, the factory or the native env (add
-    one on the command line with `+env.kwargs.name=value`)."""
-    frame_stack: int = 0
-    """Vector observations: stack the last frame_stack observations, `[frame_stack * D]`,
-    oldest first, reset per env at episode starts (0: off). Pixels: `env.atari.frame_stack`."""
-    atari: AtariConfig = field(default_factory=AtariConfig)
-    """Atari preprocessing (no-op reset, frame skip, 84x84 grayscale, frame stack, ...)."""
 
 
 @dataclass

@@ -22,19 +22,19 @@ from rltrain.errors import UserError
 from rltrain.text import closest
 
 if TYPE_CHECKING:
-    from rltrain.config import TrainConfig
+    from rltrain.config.schema import TrainConfig
 
 
 def check_overrides(overrides: list[str]) -> TrainConfig:
     """Compose `config` with `overrides` (first value of each sweep) and `check_composed` it.
-    Expects normalized overrides and registered env options (`rltrain.compose` does both)."""
+    Expects normalized overrides and registered env options (`rltrain.config.compose` does both)."""
     return check_composed(compose_checked("config", first_of_sweeps(overrides)))
 
 
 def check_composed(cfg: DictConfig) -> TrainConfig:
     """The validated `TrainConfig` of a composed config, once the packages of the chosen loggers
     are known to be installed and the env to resolve (without building it)."""
-    from rltrain.config_checks import to_train_config
+    from rltrain.config.validation import to_train_config
 
     train_cfg = to_train_config(cfg)
     from rltrain.envs.check import check_env  # gymnasium: imported for a valid config only
@@ -225,7 +225,7 @@ def _explain_command(exc: BaseException, config_name: str) -> str:
     if schema is not None:
         import dataclasses
 
-        from rltrain import config
+        from rltrain.config import schema as config
 
         fields = ", ".join(f.name for f in dataclasses.fields(getattr(config, schema)))
         text = str(exc)
@@ -298,7 +298,7 @@ def _shape(type_name: str) -> str:
     """`a list [a, b]`, or `a mapping {name: ..., kwargs: ...}` for a config dataclass."""
     import dataclasses
 
-    from rltrain import config
+    from rltrain.config import schema as config
 
     if type_name in ("ListConfig", "list"):
         return "a list like [a, b]"
@@ -349,8 +349,8 @@ def _section_fields_named(key: str) -> list[str]:
     ppo)`). `name` is left out: it is set by the `algo=` choice."""
     import dataclasses
 
-    from rltrain import config
-    from rltrain.registry import ALGOS
+    from rltrain.config import schema as config
+    from rltrain.config.registry import ALGOS
 
     if key == "name":
         return []

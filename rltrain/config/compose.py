@@ -19,11 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rltrain.config import TrainConfig
-from rltrain.config_checks import to_train_config
-from rltrain.config_store import register_configs
-from rltrain.errors import UserError
-from rltrain.overrides import (
+from rltrain.config.overrides import (
     check_composed,
     compose_checked,
     env_choices,
@@ -33,6 +29,10 @@ from rltrain.overrides import (
     preset_overrides,
     sweep_variants,
 )
+from rltrain.config.schema import TrainConfig
+from rltrain.config.store import register_configs
+from rltrain.config.validation import to_train_config
+from rltrain.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -115,8 +115,8 @@ def check_sweep(overrides: list[str]) -> None:
 
 def _check_action_spaces(algos: list[str], envs: dict[str, Any]) -> None:
     """Each algorithm against each env's action space (`check_action_space`)."""
+    from rltrain.config.registry import check_action_space
     from rltrain.envs.make import make_env
-    from rltrain.registry import check_action_space
 
     for env_id, env_cfg in envs.items():
         env = make_env(env_cfg, num_envs=1, training=False)
