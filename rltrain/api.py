@@ -77,7 +77,7 @@ def _pass_on_signal(result: dict[str, Any]) -> None:
 def _train(cfg: TrainConfig, given: list[str] | None, run_dir: str | Path | None, algo: Any,
            callbacks: dict[str, list] | None) -> dict[str, Any]:
     """`train` of a validated config (`given`: its override list, None for a `TrainConfig`)."""
-    from rltrain.run_dir import RunDir, require_writable
+    from rltrain.checkpoint.run_dir import RunDir, require_writable
     from rltrain.runner.ownership import remove_empty
     from rltrain.runner.runner import Runner
     from rltrain.runner.setup import default_run_dir
@@ -169,9 +169,9 @@ def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, 
     """`resume=<run or checkpoint>`, as `rltrain resume=` checks and continues it: the saved
     config with only the harmless overrides applied (the rest refused), code the run's env
     names named again in `overrides`, into `run_dir` (default: the checkpoint's own run)."""
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
+    from rltrain.checkpoint.run_dir import RunDir
     from rltrain.config.compose import composed_dict, normalize_overrides
-    from rltrain.run_dir import RunDir
     from rltrain.runner.resume import resume_config
     from rltrain.runner.runner import Runner
     from rltrain.seeds.folder import batch_seeds
@@ -202,9 +202,9 @@ def _resume_batch(folder: Path, overrides: list[str], run_dir: str | Path | None
     """`resume=<batch folder>`, as `rltrain resume=` continues it (`SeedRunner.resumed`): every
     seed from where it is, the overrides checked against each seed's saved config; returns the
     batch summary."""
+    from rltrain.checkpoint.run_dir import RunDir
     from rltrain.config.compose import composed_dict, normalize_overrides
     from rltrain.errors import UserError
-    from rltrain.run_dir import RunDir
     from rltrain.runner.resume import resume_config
     from rltrain.seeds.folder import batch_overrides
     from rltrain.seeds.runner import SeedRunner
@@ -228,9 +228,9 @@ def _train_trial(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
     trains a trial; returns the trial's summary (seeds, their final means, their mean)."""
     import json
 
+    from rltrain.checkpoint.run_dir import RunDir
     from rltrain.config.schema import config_to_dict
     from rltrain.errors import UserError
-    from rltrain.run_dir import RunDir
     from rltrain.runner.setup import default_run_dir
     from rltrain.sweep import run_seeds
 
@@ -254,7 +254,7 @@ def _train_seeds(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
     if algo is not None or callbacks:
         raise UserError("num_seeds > 1 builds one algorithm per seed itself: train(algo=...) and "
                         "callbacks= need num_seeds=1")
-    from rltrain.run_dir import RunDir
+    from rltrain.checkpoint.run_dir import RunDir
     from rltrain.sweep import log_to
 
     folder = Path(run_dir) if run_dir is not None else default_run_dir()

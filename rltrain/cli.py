@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.distributed import SOLO, Solo, World, world_from_env
 from rltrain.envs.trust import NamedCode, named_code
 from rltrain.errors import TrainingError, UserError
-from rltrain.run_dir import RunDir
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -201,7 +201,7 @@ def _run_job(cfg: DictConfig) -> float:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
     from rltrain.config.compose import train_config_of
     from rltrain.runner.resume import find_resume_checkpoint, resume_config
     from rltrain.runner.runner import Runner

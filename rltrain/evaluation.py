@@ -14,14 +14,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltrain import checkpoint
 from rltrain import obs as obs_ops
+from rltrain.checkpoint import format as checkpoint
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.envs.masks import action_mask
 from rltrain.envs.trust import NamedCode, require_named
 from rltrain.envs.vec_env import VecEnv
 from rltrain.errors import UserError
 from rltrain.guest import as_guest
-from rltrain.run_dir import RunDir
 from rltrain.text import duration
 from rltrain.threads import torch_threads
 
@@ -185,7 +185,7 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     _check_request(request, write)
     path, payload, cfg = load_checkpoint(ckpt, device, named)
     if write or video:
-        from rltrain.run_dir import require_writable
+        from rltrain.checkpoint.run_dir import require_writable
 
         require_writable(RunDir.of_checkpoint(path).eval_results.parent,
                          "evaluate writes eval/results.json into the run folder (copy the run "
@@ -258,9 +258,9 @@ def load_checkpoint(ckpt: str | Path, device: str = "cpu", named: NamedCode | No
 
     Refuses a checkpoint whose env names code (a module) that `named` does not name.
     """
+    from rltrain.checkpoint.payload import EVAL
     from rltrain.config.validation import to_train_config
     from rltrain.envs.atari import check_frame_layout
-    from rltrain.payload import EVAL
 
     refuse_seed_batch(ckpt)
     path = checkpoint.resolve(ckpt)

@@ -28,7 +28,7 @@ def guest(console: bool = False) -> Iterator[None]:
       stderr (`logging.basicConfig` on the root logger, which stayed, changed the caller's own
       logging for good).
     """
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
 
     rng, dtype = checkpoint.rng_state(), torch.get_default_dtype()
     own = logging.getLogger("rltrain")

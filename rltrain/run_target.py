@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
+from rltrain.checkpoint.run_dir import HYDRA, RunDir, claim_default_run_dir
 from rltrain.errors import TrainingError, UserError
-from rltrain.run_dir import HYDRA, RunDir, claim_default_run_dir
 
 HYDRA_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve",
                "--shell-completion", "-sc", "--version")
@@ -114,7 +114,7 @@ def claim_run_dir(argv: list[str]) -> tuple[Path | None, list[Path]]:
     """(`single_run_dir(argv)`, the folders claiming it created: the run folder and those of its
     parents that did not exist, innermost first), so that a run failing before its first step
     can leave none of them (`runner.ownership.clear_failed_start`). ([]: nothing to remove.)"""
-    from rltrain.run_dir import day_folder
+    from rltrain.checkpoint.run_dir import day_folder
     from rltrain.runner.ownership import new_folders
 
     given = arg_value(argv, "hydra.run.dir")
@@ -284,8 +284,8 @@ def _checkpoint_algo(target: Path) -> list[str]:
     is none to read: a resume without its run's record still checks `algo.*` against its own
     algorithm (`ppo_lstm` for PPO with an LSTM core, the option that sets it)."""
     try:
-        from rltrain import checkpoint
-        from rltrain.payload import RESUME
+        from rltrain.checkpoint import format as checkpoint
+        from rltrain.checkpoint.payload import RESUME
         from rltrain.runner.resume import find_resume_checkpoint
 
         ckpt = find_resume_checkpoint(str(target), Path("."))
@@ -327,10 +327,10 @@ def resumed_config(argv: list[str]) -> Any:
 def _check_resume(ckpt: Path, argv: list[str]) -> Any:
     """Refuse experiment-changing overrides now, before Hydra records anything in the run;
     returns the config the resume trains with."""
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
+    from rltrain.checkpoint.payload import RESUME
     from rltrain.config.compose import composed_dict
     from rltrain.config.overrides import first_of_sweeps
-    from rltrain.payload import RESUME
     from rltrain.runner.resume import resume_config
 
     saved = checkpoint.load(ckpt, require=RESUME)["config"]  # a damaged file fails first, fast

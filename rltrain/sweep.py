@@ -36,9 +36,9 @@ from typing import Any, NoReturn
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, ListConfig, OmegaConf, read_write
 
+from rltrain.checkpoint.run_dir import RunDir, seed_overrides
 from rltrain.config.schema import TrainConfig
 from rltrain.errors import UserError
-from rltrain.run_dir import RunDir, seed_overrides
 
 log = logging.getLogger("rltrain")
 
@@ -234,7 +234,7 @@ def _final_value(run_dir: Path) -> float | None:
     final = RunDir(run_dir).final
     if not final.is_file():
         return None
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
 
     try:
         payload = checkpoint.load(final)

@@ -16,10 +16,10 @@ import pytest
 import torch
 import yaml
 
-from rltrain import checkpoint
 from rltrain.algos.base import td_target
 from rltrain.algos.configs.base import OffPolicyConfig
 from rltrain.algos.optim import adam
+from rltrain.checkpoint import format as checkpoint
 from rltrain.nets.q import QNetwork
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch

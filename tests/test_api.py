@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from rltrain import checkpoint
 from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.api import train
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.schema import EnvConfig, EvalConfig, TrainConfig
 from rltrain.errors import UserError
 
@@ -74,7 +74,7 @@ def test_runs_without_run_dir_in_the_same_second_get_their_own_folders(tmp_path,
     """The second run met the first's folder: "holds a finished run"."""
     from datetime import datetime
 
-    from rltrain import run_dir
+    from rltrain.checkpoint import run_dir
 
     monkeypatch.chdir(tmp_path)
     moment = datetime(2026, 11, 26, 13, 0, 0)

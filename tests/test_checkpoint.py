@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain import checkpoint
 from rltrain.algos.ppo import PPO
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.schema import config_to_dict
 from rltrain.errors import TrainingError, UserError
 from rltrain.types import EnvSpec

@@ -17,7 +17,7 @@ import time
 import pytest
 import torch
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 
 ROUNDS = 8
 
@@ -25,7 +25,7 @@ ROUNDS = 8
 # `child <pid>`, `saved <n>` after each save returns (from the writer), and `dead <signal>`.
 WRITER_FACTORY = r"""
 import os, sys
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 
 def write_forever(path, n):
     import torch

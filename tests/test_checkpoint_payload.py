@@ -1,4 +1,4 @@
-"""The checkpoint payload schema (`rltrain/payload.py`): every reader checks a loaded payload
+"""The checkpoint payload schema (`rltrain/checkpoint/payload.py`): every reader checks a loaded payload
 before using it, so a damaged checkpoint is one `rltrain: error:` line, never a traceback."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
+from rltrain.checkpoint.payload import EVAL, RESUME, check_payload
 from rltrain.errors import UserError
 from rltrain.evaluation import evaluate
-from rltrain.payload import EVAL, RESUME, check_payload
 from rltrain.runner.runner import Runner
 from tests.e2e.harness import assert_refused, run_cli
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from rltrain import checkpoint
 from rltrain.algos.ppo import PPO
+from rltrain.checkpoint import format as checkpoint
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.config.schema import EnvConfig, config_to_dict
 from rltrain.envs.make import make_env
 from rltrain.errors import UserError
 from rltrain.evaluation import eval_metrics, evaluate, run_episodes
-from rltrain.run_dir import RunDir
 
 
 class EndAtThree:

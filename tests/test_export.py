@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain import api, checkpoint, cli
+from rltrain import api, cli
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.registry import ALGOS
 from rltrain.config.schema import EnvConfig, TrainConfig, WrapperConfig, config_to_dict
 from rltrain.config.validation import validate

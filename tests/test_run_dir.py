@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rltrain.run_dir import RunDir, periodic_name
+from rltrain.checkpoint.run_dir import RunDir, periodic_name
 
 
 def test_names_match_the_documented_layout(tmp_path):

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain import checkpoint, cli
+from rltrain import cli
 from rltrain.algos.ppo import PPO
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.schema import EnvConfig, config_to_dict
 from rltrain.envs.make import make_env
 from rltrain.errors import UserError
@@ -234,7 +235,7 @@ def test_a_render_that_fails_is_one_line_naming_the_env_and_render(broken, messa
 HEADLESS_MUJOCO_EVAL = """
 import sys
 from pathlib import Path
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 from rltrain.algos.ppo import PPO
 from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.config.schema import EnvConfig, TrainConfig, config_to_dict

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rltrain.checkpoint.run_dir import RunDir, require_writable
 from rltrain.envs.masks import action_mask
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.trust import NamedCode
@@ -19,7 +20,6 @@ from rltrain.export import formats
 from rltrain.export.check import Agreement, compare_actions, sample_observations
 from rltrain.export.module import ExportedPolicy, find_layer, torch_actions
 from rltrain.guest import as_guest
-from rltrain.run_dir import RunDir, require_writable
 from rltrain.threads import torch_threads
 from rltrain.types import CHOICE_KINDS
 

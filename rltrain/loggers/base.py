@@ -6,10 +6,10 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.loggers.backend import Logger, missing_backend
 from rltrain.loggers.config import LoggerConfig
 from rltrain.loggers.specs import LOGGERS, LoggerSpec
-from rltrain.run_dir import RunDir
 
 if TYPE_CHECKING:  # rltrain.types imports torch; the CLI checks the loggers before importing it
     from rltrain.types import Metrics

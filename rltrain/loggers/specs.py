@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.loggers.backend import Logger
 from rltrain.loggers.config import LoggerConfig
-from rltrain.run_dir import RunDir
 
 Builder = Callable[[LoggerConfig, RunDir, int, dict[str, Any]], Logger]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.errors import UserError
 from rltrain.loggers.backend import import_backend, run_name
 from rltrain.loggers.config import SwanlabConfig
-from rltrain.run_dir import RunDir
 from rltrain.text import first_line
 from rltrain.types import Metrics
 

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.report.runs import EVAL_STD_TAG, TRAIN_TAG, Run, load_run
 from rltrain.report.stats import mean_curve
-from rltrain.run_dir import RunDir
 
 log = logging.getLogger("rltrain")
 GROUP_CURVES = "learning_curves.png"

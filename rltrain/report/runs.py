@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import yaml
 
+from rltrain.checkpoint.run_dir import METRICS_CSV, TB, TB_EVENTS_GLOB, RunDir
 from rltrain.errors import UserError
 from rltrain.loggers.csv import HEADER, read_metrics
-from rltrain.run_dir import METRICS_CSV, TB, TB_EVENTS_GLOB, RunDir
 
 EVAL_TAG = "eval/mean_reward"
 WALL_CLOCK_TAG = "final/wall_clock_s"

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.envs.trust import resume_command
 from rltrain.errors import TrainingError
-from rltrain.run_dir import RunDir
 from rltrain.runner.callbacks import LoopState
 
 log = logging.getLogger("rltrain")

@@ -10,11 +10,11 @@ from typing import Any
 import torch
 
 from rltrain.algos.configs.base import OffPolicyConfig
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.config.schema import TrainConfig
 from rltrain.envs.trust import resume_command
 from rltrain.nets.encoder import describe
 from rltrain.nets.spec import resolve_nets
-from rltrain.run_dir import RunDir
 from rltrain.text import plural
 from rltrain.types import EnvSpec
 

@@ -20,9 +20,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.envs.trust import resume_command
 from rltrain.errors import UserError
-from rltrain.run_dir import RunDir
 
 log = logging.getLogger("rltrain")
 _HELD: dict[Path, tuple[int, int]] = {}  # lock path -> (fd, how many times this process took it)
@@ -44,7 +44,7 @@ def finished_step(run_dir: Path) -> int | None:
     final = RunDir(run_dir).final
     if not final.is_file():
         return None
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
 
     try:
         counters = checkpoint.load(final).get("counters", {})

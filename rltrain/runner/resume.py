@@ -8,14 +8,14 @@ from typing import Any
 
 import torch
 
-from rltrain import checkpoint
 from rltrain import obs as obs_ops
+from rltrain.checkpoint import format as checkpoint
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.config.schema import TrainConfig
 from rltrain.config.validation import to_train_config
 from rltrain.envs.make import load_resume_state, resume_state
 from rltrain.envs.trust import named_code, require_named
 from rltrain.errors import UserError
-from rltrain.run_dir import RunDir
 from rltrain.runner.context import LoopContext
 from rltrain.runner.schedule import Schedule
 
@@ -31,7 +31,7 @@ saved config holds it resolved: `${total_timesteps}` does not follow a new budge
 
 def make_payload(ctx: LoopContext, schedule: Schedule, config: dict[str, Any],
                  save_buffer: bool) -> dict[str, Any]:
-    """The checkpoint dict of a run: plain tensors and data only (see `rltrain.checkpoint`);
+    """The checkpoint dict of a run: plain tensors and data only (see `rltrain.checkpoint.format`);
     `config` is the run's resolved config dict, `save_buffer` adds the replay buffer."""
     s, episodes = ctx.state, ctx.episodes
     payload = {
@@ -105,9 +105,9 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
     """Put a freshly built run (`ctx`, `schedule`, `ctx.replay`) back into the state stored in
     `payload` (checked first: a missing or mistyped field is a one-line `UserError`, before
     anything is changed)."""
+    from rltrain.checkpoint.payload import RESUME, check_fits, check_payload
     from rltrain.envs.atari import check_frame_layout
     from rltrain.evaluation import load_algo
-    from rltrain.payload import RESUME, check_fits, check_payload
 
     where = cfg.resume if cfg.resume not in (None, "", "auto") else "the checkpoint to resume"
     check_payload(payload, where, RESUME)

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.config.registry import check_action_space, get_algo_spec
 from rltrain.config.schema import TrainConfig, config_to_dict
 from rltrain.distributed import SOLO, Solo
@@ -24,7 +25,6 @@ from rltrain.loggers.config import LoggerConfig
 from rltrain.loggers.console import ConsoleProgress
 from rltrain.loggers.norm_stats import normalizer_metrics
 from rltrain.report.plot import write_run_curve
-from rltrain.run_dir import RunDir
 from rltrain.runner import setup
 from rltrain.runner.callbacks import Callback, LoopState
 from rltrain.runner.guards import check_metrics, check_weights

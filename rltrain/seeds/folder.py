@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.errors import UserError
-from rltrain.run_dir import RunDir
 
 log = logging.getLogger("rltrain")
 

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
+from rltrain.checkpoint.run_dir import RunDir
 from rltrain.config.schema import TrainConfig
 from rltrain.envs.trust import resume_command
 from rltrain.errors import TrainingError, UserError
-from rltrain.run_dir import RunDir
 from rltrain.runner.interrupt import GracefulStop
 from rltrain.runner.runner import Runner
 from rltrain.seeds.folder import batch_seeds

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 
 
 class SeedStreams:

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from rltrain.checkpoint.run_dir import RunDir, seed_overrides
 from rltrain.config.schema import TrainConfig
 from rltrain.envs.trust import resume_command
 from rltrain.errors import UserError
 from rltrain.report.stats import bootstrap_ci, iqm
-from rltrain.run_dir import RunDir, seed_overrides
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
 from rltrain.runner.ownership import check_target, run_lock

@@ -79,7 +79,7 @@ def tiny(extra: tuple[str, ...], steps: int = 96) -> object:
 
 
 def final_algo(run_dir):
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
 
     return checkpoint.load(run_dir / "checkpoints" / "final.pt")["algo"]
 
@@ -99,7 +99,7 @@ def same_tree(a, b) -> bool:
                                     "algo.use_sde=true", "algo.bptt_len=8")],
                          ids=["lstm-cartpole", "gru-gsde-pendulum"])
 def test_recurrent_runs_resume_exactly_and_evaluate(extra, tmp_path):
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
     from rltrain.config.validation import to_train_config
 
     result = Runner(tiny(extra), tmp_path / "a").run()

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rltrain import checkpoint
 from rltrain.api import train
 from rltrain.buffers.frame_replay import FrameReplayBuffer
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.compose import compose_train_config
 
 pytest.importorskip("ale_py")

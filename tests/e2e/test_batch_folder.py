@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 from tests.e2e.harness import assert_refused, no_stray_signal, run_cli
 
 TOTAL = 256

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 from tests.conftest import preset_values
 
 _SCRIPT = Path(sys.executable).with_name("rltrain")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 from tests.e2e.harness import EXIT_USAGE, assert_refused, run_cli
 
 TINY = ["env=CartPole-v1", "env.num_envs=2", "algo.n_steps=32", "algo.batch_size=32",

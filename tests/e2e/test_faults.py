@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 from rltrain.runner.runner import Runner
 from tests.e2e.harness import EXIT_TRAINING, EXIT_USAGE, assert_refused, marker_env, run_cli
 

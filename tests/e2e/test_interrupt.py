@@ -22,7 +22,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 
 _SCRIPT = Path(sys.executable).with_name("rltrain")
 RLTRAIN = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "rltrain.cli"]

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rltrain import checkpoint, train
+from rltrain import train
+from rltrain.checkpoint import format as checkpoint
 from rltrain.envs.make import make_env
 from rltrain.evaluation import build_agent, evaluate, load_checkpoint
 from rltrain.export.command import export_policy

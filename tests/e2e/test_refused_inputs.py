@@ -101,7 +101,7 @@ def test_output_folder_behind_a_broken_link_is_one_line(link, below, fragment, t
 
 def test_resume_of_a_quoted_folder_with_spaces_and_accents_continues_it(tmp_path, monkeypatch,
                                                                         capfd):
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
 
     run = tmp_path / "my runs" / "été"
     # the argv elements as a shell passes them for `rltrain "hydra.run.dir='...'"`: the quotes

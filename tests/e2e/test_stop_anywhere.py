@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from rltrain import checkpoint
 from rltrain.buffers.rollout import RolloutBuffer
+from rltrain.checkpoint import format as checkpoint
 from rltrain.envs.vec_env import GymVecEnv
 from tests.e2e.harness import no_stray_signal, run_cli
 

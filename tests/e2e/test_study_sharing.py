@@ -94,7 +94,7 @@ def test_ctrl_c_after_a_trials_final_checkpoint_keeps_the_trial_complete(chain):
     res = chain["fourth"]
     assert res["rc"] == 0, describe(res)
     assert "1 of 1 trials completed, 0 to go" in res["out"] + res["err"], describe(res)
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
 
     value = checkpoint.load(folder / "1" / "checkpoints" / "final.pt")["metrics"]["mean_reward"]
     states = chain["after_fourth"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 from rltrain.evaluation import evaluate
 from rltrain.export.command import export_policy
 

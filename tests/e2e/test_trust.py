@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 from tests.e2e.harness import EXIT_TRAINING, EXIT_USAGE, assert_refused, run_cli, tree
 
 TINY = ["debug=smoke", "env=CartPole-v1", "env.num_envs=2", "algo.n_steps=32",

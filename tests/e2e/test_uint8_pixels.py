@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rltrain import checkpoint, train
+from rltrain import train
 from rltrain.buffers.replay import ReplayBuffer
 from rltrain.buffers.rollout import RolloutBuffer
+from rltrain.checkpoint import format as checkpoint
 from rltrain.envs.make import make_env
 from rltrain.evaluation import build_agent, load_checkpoint
 from tests.e2e.test_networks import PIXELS, TRAINERS  # the same tiny pixel runs

@@ -194,8 +194,8 @@ def test_a_frame_stack_zero_checkpoint_of_the_old_layout_is_refused_naming_why(t
     convolutions: eval, export and resume said "network weights do not match the stored
     config" or "loop.obs has shape [8, 84, 84], expected [8, 1, 84, 84]". Here a new run's
     checkpoint is made to look old (its convolution keys renamed) and each command is tried."""
-    from rltrain import checkpoint
     from rltrain.api import train
+    from rltrain.checkpoint import format as checkpoint
     from tests.e2e.harness import EXIT_USAGE, assert_refused, run_cli
 
     run = tmp_path / "run"

@@ -14,7 +14,7 @@ import gymnasium as gym
 import pytest
 import torch
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.schema import EnvConfig, WrapperConfig
 from rltrain.envs.contract import ContractChecked
 from rltrain.envs.make import _make_one, make_env

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.compose import compose_train_config
 from rltrain.config.validation import to_train_config
 from rltrain.envs.obs_space import leaves

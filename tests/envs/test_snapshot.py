@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.schema import EnvConfig, WrapperConfig
 from rltrain.envs import snapshot
 from rltrain.envs.make import capture_problem, load_resume_state, make_env, resume_state

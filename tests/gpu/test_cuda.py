@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rltrain import checkpoint
 from rltrain.api import train
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.compose import compose_train_config
 from rltrain.config.registry import ALGOS
 from rltrain.config.validation import to_train_config

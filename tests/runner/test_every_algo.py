@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.compose import compose_train_config
 from rltrain.config.registry import ALGOS
 from rltrain.config.schema import TrainConfig

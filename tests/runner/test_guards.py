@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from rltrain import checkpoint
 from rltrain.algos.configs.dqn import DQNConfig
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.schema import CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, TrainConfig
 from rltrain.config.validation import validate
 from rltrain.errors import TrainingError

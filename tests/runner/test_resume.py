@@ -13,8 +13,8 @@ import torch
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rltrain import checkpoint
 from rltrain.algos.configs.sac import SACConfig
+from rltrain.checkpoint import format as checkpoint
 from rltrain.config.overrides import compose_checked
 from rltrain.config.schema import (
     CheckpointConfig,

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain import checkpoint
+from rltrain.checkpoint import format as checkpoint
+from rltrain.checkpoint.payload import RESUME
 from rltrain.envs.normalize import NormalizeObs, ScaleReward
 from rltrain.envs.trust import named_code
 from rltrain.evaluation import evaluate
 from rltrain.export.command import export_policy
 from rltrain.nets.config import NetConfig
-from rltrain.payload import RESUME
 from rltrain.runner.runner import Runner
 from tests.envs import state_envs
 from tests.runner.test_resume import assert_same_run, stop_at, train_with_a_stop

@@ -7,8 +7,9 @@ import csv
 import pytest
 import torch
 
-from rltrain import api, checkpoint
+from rltrain import api
 from rltrain.algos.ppo import PPO
+from rltrain.checkpoint import format as checkpoint
 from rltrain.errors import UserError
 from rltrain.runner.callbacks import EVENTS, Callbacks, LoopState
 from rltrain.runner.runner import Runner

@@ -92,7 +92,7 @@ def test_a_diverging_seed_stops_alone(tmp_path, caplog):
     assert (batch / "seed_0" / "checkpoints" / "final.pt").is_file()
     assert (batch / "seed_2" / "checkpoints" / "final.pt").is_file()
     assert not (batch / "seed_1" / "checkpoints" / "final.pt").exists()
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
 
     latest = checkpoint.load(batch / "seed_1" / "checkpoints" / "latest.pt")
     assert all(torch.isfinite(t).all() for t in latest["algo"]["policy"].values())
@@ -167,7 +167,7 @@ def test_resuming_a_batch_continues_every_seed_exactly(tmp_path, monkeypatch, ca
     same weights and optimizer state, bit for bit, as the batch trained to 640 in one go (SAC:
     replay, targets, log α and its optimizer, the update counter included; PPO with an LSTM,
     seed by seed: the recurrent state and episode starts too)."""
-    from rltrain import checkpoint
+    from rltrain.checkpoint import format as checkpoint
 
     common = [*algo_args, "num_seeds=2", "eval.freq=320", "checkpoint.freq=320",
               "checkpoint.save_buffer=true", "logger=none"]

@@ -3,7 +3,7 @@
 LunarLander's `prev_shaping` is a `numpy.float64`; rltrain 0.1 pickled it as a numpy scalar,
 which `torch.load(weights_only=True)` refuses. `NUMPY_SCALAR_GLOBALS` maps the two globals such
 a scalar is pickled with to stand-ins of ours that build numeric values only, as Python numbers.
-`rltrain.checkpoint.load` allows them for the duration of one `torch.load` (a context manager,
+`rltrain.checkpoint.format.load` allows them for the duration of one `torch.load` (a context manager,
 never `add_safe_globals` for the process). No numpy array, no object dtype and nothing that
 names code is ever accepted.
 """

@@ -5,14 +5,14 @@ Payload keys: `format_version`, `config` (the resolved config as a plain dict), 
 and optimizers), `env` (normalizer statistics, and episode state where it can be saved whole),
 `counters` (global_step, iteration, best_eval), `schedule`, `loop`, `rng` (torch, numpy and
 python generator states), `metrics` (last eval result), `replay` (optional).
-`rltrain/payload.py` is the one description of their types; every reader goes through it.
+`rltrain/checkpoint/payload.py` is the one description of their types; every reader goes through it.
 
 What a checkpoint may contain is what `torch.load(weights_only=True)` reads back: tensors,
 Python bool/int/float/str/None, lists, tuples and dicts (str or int keys: optimizer states key
 parameters by index). `save` converts numpy scalars (`.item()`) and numeric numpy arrays
 (tensors) and refuses anything else with one line naming the key, before a byte is written.
 Loading never imports or calls anything named in the file; the one exception is numeric numpy
-scalars, which rltrain 0.1 wrote by mistake (see `rltrain/legacy_numpy.py`).
+scalars, which rltrain 0.1 wrote by mistake (see `rltrain/checkpoint/legacy_numpy.py`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rltrain.checkpoint.legacy_numpy import NUMPY_SCALAR_GLOBALS
+from rltrain.checkpoint.run_dir import LATEST, PERIODIC_GLOB, RunDir
 from rltrain.errors import NONFINITE_HINT, TrainingError, UserError
-from rltrain.legacy_numpy import NUMPY_SCALAR_GLOBALS
-from rltrain.run_dir import LATEST, PERIODIC_GLOB, RunDir
 
 FORMAT_VERSION = 1
 
@@ -359,10 +359,10 @@ def resolve(path: str | os.PathLike) -> Path:
 
 def load(path: str | os.PathLike, map_location: str | torch.device = "cpu",
          require: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Load a checkpoint and check its fields (`rltrain.payload.check_payload`: `config` always,
+    """Load a checkpoint and check its fields (`rltrain.checkpoint.payload.check_payload`: `config` always,
     plus the parts in `require`), and for readers of `algo` that its weights are finite; any
     unreadable, foreign, malformed or damaged file is a one-line `UserError`."""
-    from rltrain.payload import check_payload
+    from rltrain.checkpoint.payload import check_payload
 
     p = resolve(path)
     try:
