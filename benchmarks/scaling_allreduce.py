@@ -14,9 +14,9 @@ import torch
 
 from rltrain.config.compose import compose_train_config
 from rltrain.config.registry import get_algo_spec
-from rltrain.distributed import world_from_env
 from rltrain.envs.make import make_env
-from rltrain.process_group import join
+from rltrain.parallel.process_group import join
+from rltrain.parallel.world import world_from_env
 
 
 def main() -> None:

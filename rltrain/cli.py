@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltrain.checkpoint.run_dir import RunDir
-from rltrain.distributed import SOLO, Solo, World, world_from_env
 from rltrain.envs.trust import NamedCode, named_code
 from rltrain.errors import TrainingError, UserError
+from rltrain.parallel.world import SOLO, Solo, World, world_from_env
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -155,11 +155,11 @@ def _train_in(target: Path, created: list[Path], resume: str | None,
 
 
 def _train_ranks(argv: list[str], world: World) -> None:
-    """One rank of a torchrun job (see `rltrain/torchrun.py`): rank 0 guards the run folder,
+    """One rank of a torchrun job (see `rltrain/parallel/torchrun.py`): rank 0 guards the run folder,
     and removes the folders it created when the job fails before its first step."""
     global _COLLECTIVE
+    from rltrain.parallel.torchrun import prepare
     from rltrain.run_target import arg_value, budget
-    from rltrain.torchrun import prepare
 
     hydra_args, _COLLECTIVE, target, created = prepare(argv, world)
     sys.argv = [sys.argv[0], *hydra_args]

@@ -21,8 +21,8 @@ from rltrain.algos.base import (
 )
 from rltrain.algos.configs.a2c import OPTIMIZERS, A2CConfig
 from rltrain.algos.optim import Optimizer, RMSprop, adam
-from rltrain.distributed import SOLO, Solo
 from rltrain.errors import UserError
+from rltrain.parallel.world import SOLO, Solo
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
 
 

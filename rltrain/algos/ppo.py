@@ -28,7 +28,7 @@ from rltrain.buffers.sequences import (
     sequence_length,
     sequence_minibatches,
 )
-from rltrain.distributed import SOLO, Solo
+from rltrain.parallel.world import SOLO, Solo
 from rltrain.types import EnvSpec, Metrics, RolloutBatch
 
 

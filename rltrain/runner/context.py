@@ -10,9 +10,9 @@ import torch
 
 from rltrain.algos.configs.base import AlgoConfig
 from rltrain.buffers.replay import ReplayBuffer
-from rltrain.distributed import SOLO, Solo
 from rltrain.envs.vec_env import VecEnv
 from rltrain.obs import Obs
+from rltrain.parallel.world import SOLO, Solo
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.episodes import EpisodeTracker
 from rltrain.runner.timing import SectionTimer
@@ -51,7 +51,7 @@ class LoopContext:
     replay: ReplayBuffer | None = None
     """The replay buffer (off-policy only; see `off_policy.make_replay`)."""
     collective: Solo = SOLO
-    """The ranks of a torchrun job (`rltrain/distributed.py`); `SOLO` for one process."""
+    """The ranks of a torchrun job (`rltrain/parallel/world.py`); `SOLO` for one process."""
     episode_starts: torch.Tensor | None = None
     """Bool `[N]`: the rows whose `obs` begins an episode (None: all of them). The on-policy
     loop keeps it for recurrent policies; checkpoints store it."""

@@ -13,7 +13,6 @@ from rltrain.checkpoint import format as checkpoint
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.config.registry import check_action_space, get_algo_spec
 from rltrain.config.schema import TrainConfig, config_to_dict
-from rltrain.distributed import SOLO, Solo
 from rltrain.envs.atari import preprocessing
 from rltrain.envs.atari_vec import preprocessing_line
 from rltrain.envs.make import env_state, load_env_state, make_env
@@ -24,6 +23,7 @@ from rltrain.loggers.base import build_loggers
 from rltrain.loggers.config import LoggerConfig
 from rltrain.loggers.console import ConsoleProgress
 from rltrain.loggers.norm_stats import normalizer_metrics
+from rltrain.parallel.world import SOLO, Solo
 from rltrain.report.plot import write_run_curve
 from rltrain.runner import setup
 from rltrain.runner.callbacks import Callback, LoopState
@@ -56,7 +56,7 @@ class Runner:
     """Owns one training run. Pass `algo=` to train an algorithm built in Python, and
     `resume_from=` (a loaded checkpoint payload) to continue a run where it stopped.
 
-    Under torchrun (`collective`, see `rltrain/distributed.py`) every rank builds a Runner for
+    Under torchrun (`collective`, see `rltrain/parallel/world.py`) every rank builds a Runner for
     the same run folder; rank 0 alone writes it, logs, evaluates and checkpoints."""
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path | None = None, algo: Any = None,

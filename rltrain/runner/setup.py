@@ -13,11 +13,11 @@ import torch
 from rltrain.checkpoint.format import plain_problem
 from rltrain.checkpoint.run_dir import claim_default_run_dir
 from rltrain.config.schema import TrainConfig
-from rltrain.distributed import SOLO, Solo
 from rltrain.envs.extras import set_log_keys
 from rltrain.envs.make import resume_state
 from rltrain.envs.vec_env import VecEnv
 from rltrain.errors import EnvError, TrainingError, UserError
+from rltrain.parallel.world import SOLO, Solo
 from rltrain.runner.callbacks import Callback, Callbacks, LoopState
 from rltrain.runner.context import LoopContext
 from rltrain.runner.episodes import EpisodeTracker

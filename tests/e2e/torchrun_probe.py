@@ -18,9 +18,9 @@ import torch
 import torch.distributed as dist
 
 from rltrain.config.compose import compose_train_config
-from rltrain.distributed import world_from_env
 from rltrain.errors import TrainingError
-from rltrain.process_group import join
+from rltrain.parallel.process_group import join
+from rltrain.parallel.world import world_from_env
 from rltrain.runner.runner import Runner
 
 

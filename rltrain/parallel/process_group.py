@@ -1,4 +1,4 @@
-"""`ProcessGroup`: the collectives of `rltrain/distributed.py` over torch.distributed (gloo on
+"""`ProcessGroup`: the collectives of `rltrain/parallel/world.py` over torch.distributed (gloo on
 CPU, nccl on CUDA), for the ranks of a torchrun job. A collective that fails because another
 rank died or stopped answering becomes one `TrainingError` line naming this rank."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rltrain.distributed import SOLO, Solo, World
 from rltrain.errors import TrainingError
+from rltrain.parallel.world import SOLO, Solo, World
 
 TIMEOUT_ENV = "RLTRAIN_DIST_TIMEOUT"
 """Seconds a collective may wait for the other ranks (default 600) before the job fails."""

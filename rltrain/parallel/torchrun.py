@@ -18,8 +18,8 @@ import os
 import sys
 from pathlib import Path
 
-from rltrain.distributed import Solo, World
 from rltrain.errors import TrainingError, UserError
+from rltrain.parallel.world import Solo, World
 
 POINTERS = Path("outputs") / ".torchrun"
 """Where rank 0 notes each job's run folder, for a restarted group to find it."""
@@ -46,7 +46,8 @@ def prepare(argv: list[str], world: World,
     if device.type == "cuda":  # each rank its own GPU: cuda:$LOCAL_RANK
         argv = [*argv, f"device=cuda:{world.local_rank}"]
         device = resolve_device(f"cuda:{world.local_rank}")
-    from rltrain.process_group import join  # torch.distributed: imported only under torchrun
+    # torch.distributed: imported only under torchrun
+    from rltrain.parallel.process_group import join
 
     collective = join(world, device)
     quiet_other_ranks(world)
