@@ -17,7 +17,7 @@ def __getattr__(name: str) -> Any:
 
         return train
     if name == "evaluate":
-        from rltrain.evaluation import evaluate
+        from rltrain.evaluation.command import evaluate
 
         return evaluate
     if name == "Runner":

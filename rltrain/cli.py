@@ -290,7 +290,7 @@ def eval_command(argv: list[str]) -> dict:
     from rltrain.config.overrides import compose_checked
     from rltrain.config.schema import to_command_config
     from rltrain.config.store import register_configs
-    from rltrain.evaluation import evaluate
+    from rltrain.evaluation.command import evaluate
 
     register_configs(env_ids=[])
     argv, named = _split_named_code(argv)

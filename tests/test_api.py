@@ -386,7 +386,7 @@ def test_train_evaluate_and_export_leave_the_callers_process_as_they_found_it(
 
     import numpy as np
 
-    from rltrain.evaluation import evaluate
+    from rltrain.evaluation.command import evaluate
     from rltrain.export.command import export_policy
 
     root = logging.getLogger()

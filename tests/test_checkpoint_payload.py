@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from rltrain.checkpoint import format as checkpoint
 from rltrain.checkpoint.payload import EVAL, RESUME, check_payload
 from rltrain.errors import UserError
-from rltrain.evaluation import evaluate
+from rltrain.evaluation.command import evaluate
 from rltrain.runner.runner import Runner
 from tests.e2e.harness import assert_refused, run_cli
 

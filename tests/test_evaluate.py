@@ -14,7 +14,8 @@ from rltrain.checkpoint.run_dir import RunDir
 from rltrain.config.schema import EnvConfig, config_to_dict
 from rltrain.envs.make import make_env
 from rltrain.errors import UserError
-from rltrain.evaluation import eval_metrics, evaluate, run_episodes
+from rltrain.evaluation.command import evaluate
+from rltrain.evaluation.episodes import eval_metrics, run_episodes
 
 
 class EndAtThree:
@@ -133,7 +134,7 @@ def test_a_long_evaluation_says_how_far_it_got(counter_env_id, caplog, monkeypat
     the console. A heartbeat every HEARTBEAT_S seconds (0 here: every step)."""
     import logging
 
-    from rltrain import evaluation
+    from rltrain.evaluation import episodes as evaluation
 
     monkeypatch.setattr(evaluation, "HEARTBEAT_S", 0.0)
     env = make_env(EnvConfig(id=counter_env_id, num_envs=2, max_episode_steps=10), training=False)
@@ -186,7 +187,7 @@ def test_package_names_are_the_api_functions_after_every_submodule_is_loaded():
     from rltrain.api import train as api_train
     from rltrain.runner.runner import Runner as RunnerClass
 
-    assert evaluate is rltrain.evaluation.evaluate and train is api_train and Runner is RunnerClass
+    assert evaluate is rltrain.evaluation.command.evaluate and train is api_train and Runner is RunnerClass
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -214,7 +215,7 @@ def test_evaluate_refuses_a_run_folder_it_cannot_write_before_evaluating(tiny_cf
 
     save_ppo_checkpoint(tiny_cfg(), tmp_path)
     played = []
-    monkeypatch.setattr("rltrain.evaluation.run_episodes", lambda *a, **k: played.append(1))
+    monkeypatch.setattr("rltrain.evaluation.command.run_episodes", lambda *a, **k: played.append(1))
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path.absolute())
     with pytest.raises(UserError, match="evaluate writes eval/results.json into the run folder "
                                         r"\(copy the run somewhere writable; from Python, "

@@ -21,7 +21,7 @@ from rltrain.envs.make import make_env
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
-from rltrain.evaluation import build_agent, load_checkpoint
+from rltrain.evaluation.agent import build_agent, load_checkpoint
 from rltrain.export import formats
 from rltrain.export.check import compare_actions, sample_observations
 from rltrain.export.command import export_policy

@@ -21,8 +21,9 @@ from rltrain.checkpoint import format as checkpoint
 from rltrain.config.schema import EnvConfig, config_to_dict
 from rltrain.envs.make import make_env
 from rltrain.errors import UserError
-from rltrain.evaluation import episode_targets, evaluate, run_episodes
-from rltrain.video import Mp4Writer, count_frames, make_recording_env, read_frame
+from rltrain.evaluation.command import evaluate
+from rltrain.evaluation.episodes import episode_targets, run_episodes
+from rltrain.evaluation.video import Mp4Writer, count_frames, make_recording_env, read_frame
 
 LAMP_ID = "rltrain_test/Lamp-v0"
 
@@ -142,7 +143,7 @@ def test_an_evaluation_that_fails_keeps_the_last_videos_and_the_results_naming_t
         tmp_path, av, monkeypatch):
     """The videos of the last complete evaluation were deleted before a new one ran; when it
     then failed (a headless render, Ctrl-C), results.json still named the deleted files."""
-    import rltrain.evaluation as evaluation
+    import rltrain.evaluation.command as evaluation
 
     ckpt = _ppo_checkpoint(tmp_path)
     first = evaluate(ckpt, episodes=2, num_envs=2, seed=1, video=True, video_episodes=2)
@@ -159,7 +160,7 @@ def test_an_evaluation_that_fails_keeps_the_last_videos_and_the_results_naming_t
     assert sorted(p.name for p in videos.iterdir()) == sorted(Path(p).name for p in first["videos"])
     saved = json.loads((tmp_path / "eval" / "results.json").read_text())
     # each evaluation stages in a folder of its own: a second one never removes a live one's
-    from rltrain.video import staged_videos
+    from rltrain.evaluation.video import staged_videos
 
     with staged_videos(videos) as one:
         (one / "x.mp4").write_bytes(b"live")
@@ -241,7 +242,7 @@ from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.config.schema import EnvConfig, TrainConfig, config_to_dict
 from rltrain.config.validation import validate
 from rltrain.envs.make import make_env
-from rltrain.evaluation import evaluate
+from rltrain.evaluation.command import evaluate
 cfg = validate(TrainConfig(algo=PPOConfig(n_steps=16, batch_size=16, hidden_sizes=[16]),
                            env=EnvConfig(id="Hopper-v5", num_envs=1, max_episode_steps=4)))
 env = make_env(cfg.env, num_envs=1)

@@ -36,7 +36,7 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
     `named`: the user code named on the command line (see `envs/trust.py`).
     """
     from rltrain.envs.make import make_env
-    from rltrain.evaluation import build_agent, load_checkpoint
+    from rltrain.evaluation.agent import build_agent, load_checkpoint
 
     _check_request(ckpt, fmt, out, check_samples, seed)
     path, payload, cfg = load_checkpoint(ckpt, "cpu", named)

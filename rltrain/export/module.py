@@ -127,7 +127,7 @@ def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray | dict[str, np
     normalizer, the torch policy (with the action `mask` when given, as evaluation's
     `PolicyStepper` passes it), and `GymVecEnv.to_env_action` for Box actions. A recurrent
     policy steps from `state` (evaluation's own `act_step`): returns (actions, next state)."""
-    from rltrain.evaluation import PolicyStepper
+    from rltrain.evaluation.episodes import PolicyStepper
 
     gym_env = find_layer(env, GymVecEnv)
     norm = find_layer(env, NormalizeObs)

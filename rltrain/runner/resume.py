@@ -107,7 +107,7 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
     anything is changed)."""
     from rltrain.checkpoint.payload import RESUME, check_fits, check_payload
     from rltrain.envs.atari import check_frame_layout
-    from rltrain.evaluation import load_algo
+    from rltrain.evaluation.agent import load_algo
 
     where = cfg.resume if cfg.resume not in (None, "", "auto") else "the checkpoint to resume"
     check_payload(payload, where, RESUME)

@@ -18,7 +18,7 @@ from rltrain.envs.atari_vec import preprocessing_line
 from rltrain.envs.make import env_state, load_env_state, make_env
 from rltrain.envs.normalize import running_statistics
 from rltrain.errors import EnvError
-from rltrain.evaluation import EvalInterrupted, eval_metrics, run_episodes
+from rltrain.evaluation.episodes import EvalInterrupted, eval_metrics, run_episodes
 from rltrain.loggers.base import build_loggers
 from rltrain.loggers.config import LoggerConfig
 from rltrain.loggers.console import ConsoleProgress

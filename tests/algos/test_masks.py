@@ -147,7 +147,7 @@ def test_masked_agents_learn_faster_than_unmasked_ones(algo, tmp_path, monkeypat
             if not masked:
                 for module in (on_loop, off_loop):
                     m.setattr(module, "action_mask", lambda env: None)
-                m.setattr("rltrain.evaluation.action_mask", lambda env: None)
+                m.setattr("rltrain.evaluation.episodes.action_mask", lambda env: None)
             cfg = compose_train_config([
                 f"algo={algo}", "env.id=tests.envs.masked_envs:PickTarget",
                 "+env.kwargs.n=16", "+env.kwargs.strict=false", "env.num_envs=4", "seed=0",

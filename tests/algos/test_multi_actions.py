@@ -15,7 +15,7 @@ from rltrain.config.compose import compose_train_config
 from rltrain.config.validation import to_train_config
 from rltrain.envs.trust import NamedCode
 from rltrain.errors import UserError
-from rltrain.evaluation import evaluate
+from rltrain.evaluation.command import evaluate
 from rltrain.nets.heads import BernoulliDist, CategoricalDist, MultiCategoricalDist
 from rltrain.runner.runner import Runner
 

@@ -192,7 +192,7 @@ def test_ppo_lstm_without_a_preset_has_defaults_that_fit_together(tmp_path):
 
 def test_a_damaged_saved_recurrent_state_is_refused_in_one_line(tmp_path):
     from rltrain.errors import UserError as Refused
-    from rltrain.evaluation import load_algo
+    from rltrain.evaluation.agent import load_algo
 
     ppo = PPO(PPOConfig(recurrent="gru", recurrent_hidden_size=8, hidden_sizes=[8]), SPEC)
     state = ppo.state_dict()

@@ -14,7 +14,8 @@ import torch
 from rltrain import train
 from rltrain.checkpoint import format as checkpoint
 from rltrain.envs.make import make_env
-from rltrain.evaluation import build_agent, evaluate, load_checkpoint
+from rltrain.evaluation.agent import build_agent, load_checkpoint
+from rltrain.evaluation.command import evaluate
 from rltrain.export.command import export_policy
 
 QUIET = ["logger=none", "progress=off", "eval.episodes=2", "eval.num_envs=2", "eval.freq=0",

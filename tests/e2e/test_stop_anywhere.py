@@ -65,7 +65,7 @@ def hook(monkeypatch: pytest.MonkeyPatch, phase: str, stop: Stop, batch: bool) -
     def armed() -> bool:
         return state["saves"] > 0
 
-    import rltrain.evaluation as evaluation
+    import rltrain.evaluation.episodes as evaluation
     import rltrain.runner.runner as runner_module
     import rltrain.seeds.runner as seed_runner
 

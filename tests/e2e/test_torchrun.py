@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from rltrain.checkpoint import format as checkpoint
-from rltrain.evaluation import evaluate
+from rltrain.evaluation.command import evaluate
 from rltrain.export.command import export_policy
 
 ROOT = Path(__file__).resolve().parents[2]

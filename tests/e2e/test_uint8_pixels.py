@@ -11,7 +11,7 @@ from rltrain.buffers.replay import ReplayBuffer
 from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.checkpoint import format as checkpoint
 from rltrain.envs.make import make_env
-from rltrain.evaluation import build_agent, load_checkpoint
+from rltrain.evaluation.agent import build_agent, load_checkpoint
 from tests.e2e.test_networks import PIXELS, TRAINERS  # the same tiny pixel runs
 
 

@@ -338,8 +338,8 @@ def test_a_short_ppo_run_on_pong_builds_steps_and_evaluates(tmp_path):
     result = train(cfg, run_dir=tmp_path / "run")
     assert result["episodes"] == 2
     pytest.importorskip("av")
-    from rltrain.evaluation import evaluate
-    from rltrain.video import count_frames, read_frame
+    from rltrain.evaluation.command import evaluate
+    from rltrain.evaluation.video import count_frames, read_frame
 
     # video: the base env's RGB render of each preprocessed step, episode return unclipped
     out = evaluate(tmp_path / "run", episodes=1, num_envs=1, video=True)

@@ -16,7 +16,7 @@ from rltrain.config.validation import to_train_config
 from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import EnvError, UserError
-from rltrain.evaluation import evaluate
+from rltrain.evaluation.command import evaluate
 from rltrain.nets.encoder import OneHot
 from rltrain.runner.runner import Runner
 from tests.envs.small_runs import small_run

@@ -21,7 +21,7 @@ from rltrain.envs.make import _make_one, make_env
 from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
-from rltrain.evaluation import evaluate
+from rltrain.evaluation.command import evaluate
 from rltrain.runner.runner import Runner
 from tests.e2e.harness import EXIT_TRAINING, assert_refused, run_cli
 from tests.e2e.test_cli import RLTRAIN, assert_one_error_line, describe

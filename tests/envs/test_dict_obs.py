@@ -17,7 +17,7 @@ from rltrain.config.validation import to_train_config
 from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
-from rltrain.evaluation import evaluate
+from rltrain.evaluation.command import evaluate
 from rltrain.export.command import export_policy
 from rltrain.nets.encoder import DictEncoder, NatureCNN, OneHot, describe
 from rltrain.nets.spec import resolve_nets

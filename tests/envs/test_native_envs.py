@@ -13,7 +13,7 @@ from rltrain.envs.native import CartPole, NativeVecEnv, Pendulum, make_native
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
-from rltrain.evaluation import evaluate
+from rltrain.evaluation.command import evaluate
 from rltrain.runner.runner import Runner
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]

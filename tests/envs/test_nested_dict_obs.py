@@ -15,7 +15,7 @@ from rltrain.config.validation import to_train_config
 from rltrain.envs.obs_space import leaves
 from rltrain.envs.trust import NamedCode
 from rltrain.errors import UserError
-from rltrain.evaluation import evaluate
+from rltrain.evaluation.command import evaluate
 from rltrain.nets.encoder import DictEncoder, OneHot, module_name
 from rltrain.runner.runner import Runner
 from tests.envs.small_runs import small_run

@@ -24,7 +24,8 @@ from rltrain.checkpoint import format as checkpoint
 from rltrain.config.compose import compose_train_config
 from rltrain.config.registry import ALGOS
 from rltrain.config.validation import to_train_config
-from rltrain.evaluation import build_agent, evaluate
+from rltrain.evaluation.agent import build_agent
+from rltrain.evaluation.command import evaluate
 from rltrain.runner.runner import Runner
 from tests.e2e.harness import run_cli
 from tests.runner.test_every_algo import resumed_halfway, same, tiny, weights

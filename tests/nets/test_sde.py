@@ -134,7 +134,7 @@ def test_bad_gsde_settings_are_one_line_errors(overrides, message, tmp_path):
                                  {"matrices": torch.zeros(2, 5, 5), "count": 1},
                                  {"matrices": torch.zeros(2, 8, 2), "count": "3"}])
 def test_a_damaged_saved_noise_is_refused_in_one_line(bad, tmp_path):
-    from rltrain.evaluation import load_algo
+    from rltrain.evaluation.agent import load_algo
 
     sac = SAC(SACConfig(use_sde=True, hidden_sizes=[8]), BOX)
     state = sac.state_dict()

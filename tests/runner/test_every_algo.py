@@ -13,7 +13,7 @@ from rltrain.config.compose import compose_train_config
 from rltrain.config.registry import ALGOS
 from rltrain.config.schema import TrainConfig
 from rltrain.config.validation import to_train_config
-from rltrain.evaluation import build_agent
+from rltrain.evaluation.agent import build_agent
 from rltrain.runner.runner import Runner
 
 STEPS = 96  # 2 envs: 48 iterations off-policy, 3 rollouts of 16 on-policy

@@ -18,7 +18,7 @@ from rltrain.checkpoint import format as checkpoint
 from rltrain.checkpoint.payload import RESUME
 from rltrain.envs.normalize import NormalizeObs, ScaleReward
 from rltrain.envs.trust import named_code
-from rltrain.evaluation import evaluate
+from rltrain.evaluation.command import evaluate
 from rltrain.export.command import export_policy
 from rltrain.nets.config import NetConfig
 from rltrain.runner.runner import Runner
