@@ -78,10 +78,10 @@ def _train(cfg: TrainConfig, given: list[str] | None, run_dir: str | Path | None
            callbacks: dict[str, list] | None) -> dict[str, Any]:
     """`train` of a validated config (`given`: its override list, None for a `TrainConfig`)."""
     from rltrain.checkpoint.run_dir import RunDir, require_writable
+    from rltrain.loggers.run_log import log_to
     from rltrain.runner.ownership import remove_empty
     from rltrain.runner.runner import Runner
     from rltrain.runner.setup import default_run_dir
-    from rltrain.sweep import log_to
 
     if run_dir is not None:  # fixed now: a chdir of the caller's mid-run must not split the run
         run_dir = Path(run_dir).absolute()
@@ -172,10 +172,10 @@ def _resume(cfg: TrainConfig, overrides: list[str], run_dir: str | Path | None, 
     from rltrain.checkpoint import format as checkpoint
     from rltrain.checkpoint.run_dir import RunDir
     from rltrain.config.compose import composed_dict, normalize_overrides
+    from rltrain.loggers.run_log import log_to
     from rltrain.runner.resume import resume_config
     from rltrain.runner.runner import Runner
     from rltrain.seeds.folder import batch_seeds
-    from rltrain.sweep import log_to
 
     if batch_seeds(cfg.resume):
         return _resume_batch(Path(cfg.resume), overrides, run_dir, algo, callbacks)
@@ -205,10 +205,10 @@ def _resume_batch(folder: Path, overrides: list[str], run_dir: str | Path | None
     from rltrain.checkpoint.run_dir import RunDir
     from rltrain.config.compose import composed_dict, normalize_overrides
     from rltrain.errors import UserError
+    from rltrain.loggers.run_log import log_to
     from rltrain.runner.resume import resume_config
     from rltrain.seeds.folder import batch_overrides
     from rltrain.seeds.runner import SeedRunner
-    from rltrain.sweep import log_to
 
     if algo is not None or callbacks:
         raise UserError("a batch of seeds builds one algorithm per seed itself: train(algo=...) "
@@ -232,7 +232,7 @@ def _train_trial(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
     from rltrain.config.schema import config_to_dict
     from rltrain.errors import UserError
     from rltrain.runner.setup import default_run_dir
-    from rltrain.sweep import run_seeds
+    from rltrain.sweep.trial import run_seeds
 
     if algo is not None or callbacks:
         raise UserError("seeds_per_trial > 1 builds one algorithm per seed itself: train(algo=...) "
@@ -255,7 +255,7 @@ def _train_seeds(cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
         raise UserError("num_seeds > 1 builds one algorithm per seed itself: train(algo=...) and "
                         "callbacks= need num_seeds=1")
     from rltrain.checkpoint.run_dir import RunDir
-    from rltrain.sweep import log_to
+    from rltrain.loggers.run_log import log_to
 
     folder = Path(run_dir) if run_dir is not None else default_run_dir()
     runner = SeedRunner(cfg, folder)

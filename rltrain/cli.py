@@ -96,7 +96,7 @@ def train_command(argv: list[str]) -> None:
         with_run_dir,
         with_saved_choices,
     )
-    from rltrain.sweep import check_plugins
+    from rltrain.sweep.plugins import check_plugins
 
     argv = with_saved_choices(normalize_overrides(argv))  # resume=: the run's algo=, env=, ...
     world = world_from_env()
@@ -206,7 +206,8 @@ def _run_job(cfg: DictConfig) -> float:
     from rltrain.runner.resume import find_resume_checkpoint, resume_config
     from rltrain.runner.runner import Runner
     from rltrain.seeds.folder import batch_seeds
-    from rltrain.sweep import fit_threads, in_search, preempted, run_seeds
+    from rltrain.sweep.search import in_search, preempted
+    from rltrain.sweep.trial import fit_threads, run_seeds
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     payload = None
@@ -238,7 +239,7 @@ def _run_job(cfg: DictConfig) -> float:
 def _run_seed_batch(cfg: Any, run_dir: Path, payload: dict | None) -> float:
     """`num_seeds=N`: the seeds as one batch (`rltrain/seeds/`); returns their final eval IQM."""
     from rltrain.seeds.runner import SeedRunner
-    from rltrain.sweep import write_seed_record
+    from rltrain.sweep.trial import write_seed_record
 
     if payload is not None:  # resume= names one seed's checkpoint of a batch
         raise UserError("resume= of one checkpoint continues one seed: add num_seeds=1, or "
@@ -276,7 +277,7 @@ def _check_no_ranks() -> None:
 
 def _finish_seed_batch(runner: Any) -> float:
     """Run the batch; exit 128 + signal when a signal stopped it (schedulers read that)."""
-    from rltrain.sweep import in_search, preempted
+    from rltrain.sweep.search import in_search, preempted
 
     runner.stop_line = not in_search()  # a search's trial: the search says how to continue
     summary = runner.run()

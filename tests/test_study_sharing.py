@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from rltrain import sweep
+from rltrain.sweep import search as sweep_search
+from rltrain.sweep import study as sweep_study
+from rltrain.sweep import trial as sweep_trial
 
 optuna = pytest.importorskip("optuna")
 
@@ -68,7 +70,7 @@ def search(tmp_path):
         "sweeper": {"storage": storage, "study_name": "s", "n_trials": 5, "sampler": {"seed": 0}}}})
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     yield config, storage
-    sweep._SEARCH.end()
+    sweep_search.SEARCH.end()
     assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
 
 
@@ -99,14 +101,14 @@ def test_a_second_search_of_a_live_study_is_refused_in_one_line(search, holder, 
     running_trial(study, 0)  # the live search's trial
     pid = holder(Path(config.hydra.sweep.dir))  # ... which holds the study's folder
     with pytest.raises(SystemExit) as exit_info:
-        sweep.ResumeStudy().on_multirun_start(config)
+        sweep_study.ResumeStudy().on_multirun_start(config)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err == (f"rltrain: error: study s in {config.hydra.sweep.dir} is in use by a live "
                    f"search (pid {pid} on host elsewhere, since noon); wait for it, stop it "
                    f"(Ctrl-C, or kill -TERM its pid), or choose another hydra.sweep.dir\n")
     assert states(storage) == [("RUNNING", None)]  # the other search's trial is untouched
-    assert not sweep._SEARCH.active
+    assert not sweep_search.SEARCH.active
 
 
 @pytest.mark.parametrize("case, message", [
@@ -130,22 +132,22 @@ def test_a_study_that_cannot_be_continued_is_one_line_and_exit_2(search, capsys,
         folder.rmdir()
         folder.write_text("")
     with pytest.raises(SystemExit) as exit_info:
-        sweep.ResumeStudy().on_multirun_start(config)
+        sweep_study.ResumeStudy().on_multirun_start(config)
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == message.format(storage=storage, folder=folder) + "\n"
-    assert not (folder / ".lock").exists() and not sweep._SEARCH.active
+    assert not (folder / ".lock").exists() and not sweep_search.SEARCH.active
 
 
 def test_a_search_holds_its_study_until_it_ends(search):
     config, _ = search
     lock = Path(config.hydra.sweep.dir) / ".lock"
-    sweep.ResumeStudy().on_multirun_start(config)
+    sweep_study.ResumeStudy().on_multirun_start(config)
     assert json.loads(lock.read_text())["pid"] > 0
     probe = subprocess.run([sys.executable, "-c", HOLDER.replace(
         "fcntl.LOCK_EX)", "fcntl.LOCK_EX | fcntl.LOCK_NB)")], input=f"{lock}\n", text=True,
         capture_output=True)
     assert "BlockingIOError" in probe.stderr  # another process cannot take it
-    sweep.ResumeStudy().on_multirun_end(config)
+    sweep_study.ResumeStudy().on_multirun_end(config)
     assert not lock.exists()
 
 
@@ -171,7 +173,7 @@ def test_trials_left_running_are_settled_from_their_folders(search, holder, tiny
         running_trial(study, number)
     running_trial(study)  # asked, never given a folder
     with caplog.at_level(logging.INFO, logger="rltrain"):
-        sweep.ResumeStudy().on_multirun_start(config)
+        sweep_study.ResumeStudy().on_multirun_start(config)
     assert states(storage) == [("COMPLETE", result["mean_reward"]), ("COMPLETE", 1.5),
                                ("FAIL", None), ("RUNNING", None), ("FAIL", None), ("FAIL", None)]
     assert config.hydra.sweeper.n_trials == 3  # 5 in all, 2 completed
@@ -186,15 +188,15 @@ def test_trial_value_reads_what_the_job_returned(tmp_path, tiny_cfg):
     (folder / ".hydra").mkdir(parents=True)
     (folder / ".hydra" / "config.yaml").write_text("seed: 3\nseeds_per_trial: 2\nnum_seeds: 1\n")
     means = [Runner(tiny_cfg(seed=s), folder / f"seed_{s}").run()["mean_reward"] for s in (3,)]
-    assert sweep.trial_value(folder) is None  # seed 4 never ran: the trial is not complete
+    assert sweep_study.trial_value(folder) is None  # seed 4 never ran: the trial is not complete
     means.append(Runner(tiny_cfg(seed=4), folder / "seed_4").run()["mean_reward"])
-    assert sweep.trial_value(folder) == pytest.approx(sum(means) / 2)  # no seeds.json yet
-    assert sweep.trial_value(tmp_path / "never") is None
+    assert sweep_study.trial_value(folder) == pytest.approx(sum(means) / 2)  # no seeds.json yet
+    assert sweep_study.trial_value(tmp_path / "never") is None
 
 
 def test_a_signal_in_the_bookkeeping_waits_for_the_next_trial(search, caplog):
     config, _ = search
-    callback = sweep.ResumeStudy()
+    callback = sweep_study.ResumeStudy()
     callback.on_multirun_start(config)
     with caplog.at_level(logging.INFO, logger="rltrain"):
         signal.raise_signal(signal.SIGTERM)  # held: the sweeper may be writing the study
@@ -210,7 +212,7 @@ def test_a_signal_in_the_bookkeeping_waits_for_the_next_trial(search, caplog):
 
 def test_a_second_ctrl_c_in_the_bookkeeping_quits_at_once(search):
     config, _ = search
-    sweep.ResumeStudy().on_multirun_start(config)
+    sweep_study.ResumeStudy().on_multirun_start(config)
     signal.raise_signal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):  # the CLI: "rltrain: interrupted", exit 130
         signal.raise_signal(signal.SIGINT)
@@ -218,7 +220,7 @@ def test_a_second_ctrl_c_in_the_bookkeeping_quits_at_once(search):
 
 def test_a_signal_in_a_trials_job_outside_its_runs_stops_at_once(search):
     config, _ = search
-    callback = sweep.ResumeStudy()
+    callback = sweep_study.ResumeStudy()
     callback.on_multirun_start(config)
     callback.on_job_start(config)
     with pytest.raises(SystemExit) as exit_info:
@@ -231,7 +233,7 @@ def test_a_signal_a_run_took_while_finishing_ends_the_search_after_its_job(searc
     completes); the search stops before the study records the trial, which the next search
     records from its folder."""
     config, _ = search
-    callback = sweep.ResumeStudy()
+    callback = sweep_study.ResumeStudy()
     callback.on_multirun_start(config)
     callback.on_job_start(config)
     ours = signal.signal(signal.SIGINT, lambda *a: None)  # the Runner's handler meanwhile
@@ -246,7 +248,7 @@ def test_a_trial_its_stop_file_stopped_ends_the_search_unrecorded(search, tmp_pa
     """A STOP file stops the trial's run; the job still returns (the last eval, or NaN), which
     the sweeper would record as the trial's value: the search ends first, exit 0."""
     config, _ = search
-    callback = sweep.ResumeStudy()
+    callback = sweep_study.ResumeStudy()
     callback.on_multirun_start(config)
     done = tmp_path / "done"
     done.mkdir()
@@ -292,23 +294,23 @@ def test_a_stop_file_ends_a_trial_at_its_seed(fake_runner, tiny_cfg, tmp_path):
     fake_runner.PLAN = {0: ({"mean_reward": 3.0}, None),
                         1: ({"mean_reward": 1.0, "stopped": "STOP file"}, "STOP file"),
                         2: ({"mean_reward": 9.0}, None)}
-    value = sweep.run_seeds(tiny_cfg(seeds_per_trial=3), tmp_path)
+    value = sweep_trial.run_seeds(tiny_cfg(seeds_per_trial=3), tmp_path)
     assert math.isnan(value) and fake_runner.trained == [0, 1]
     assert json.loads((tmp_path / "seeds.json").read_text()) == {
         "seeds": [0, 1, 2], "mean_rewards": [3.0], "mean_reward": None,
         "stopped": {"1": "STOP file"}}
-    assert sweep.trial_value(tmp_path) is None
+    assert sweep_study.trial_value(tmp_path) is None
 
 
 def test_a_signal_during_a_seeds_final_checkpoints_ends_the_trial_there(
         fake_runner, tiny_cfg, tmp_path):
     fake_runner.PLAN = {0: ({"mean_reward": 3.0}, "SIGTERM"), 1: ({"mean_reward": 5.0}, None)}
     with pytest.raises(SystemExit) as exit_info:
-        sweep.run_seeds(tiny_cfg(seeds_per_trial=2), tmp_path)
+        sweep_trial.run_seeds(tiny_cfg(seeds_per_trial=2), tmp_path)
     assert exit_info.value.code == 143 and fake_runner.trained == [0]
     assert not (tmp_path / "seeds.json").exists()
     fake_runner.trained = []
     fake_runner.PLAN = {0: ({"mean_reward": 3.0}, None), 1: ({"mean_reward": 5.0}, "SIGINT")}
-    assert sweep.run_seeds(tiny_cfg(seeds_per_trial=2), tmp_path) == 4.0  # the last: complete
+    assert sweep_trial.run_seeds(tiny_cfg(seeds_per_trial=2), tmp_path) == 4.0  # the last: complete
     assert json.loads((tmp_path / "seeds.json").read_text())["mean_reward"] == 4.0
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
