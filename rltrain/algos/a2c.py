@@ -14,6 +14,7 @@ from rltrain.algos.base import (
     load_actor_critic_state,
     make_actor_critic,
     make_noise_clock,
+    normalized,
     on_policy_lr,
     policy_std,
     sample_rollout_step,
@@ -65,14 +66,11 @@ class A2C:
         set_lr(self.optimizer, lr)
         adv = batch.advantages
         if cfg.normalize_advantage and adv.numel() > 1:  # over every rank's rollout
-            mean, std = self.collective.moments(adv)
-            adv = (adv - mean) / (std + 1e-8)
+            adv = normalized(adv, *self.collective.moments(adv))
         dist, values = self.policy.dist_value(batch.obs, batch.action_masks)
-        log_prob = self.policy.head.log_prob(dist, batch.actions)
-        policy_loss = -(adv * log_prob).mean()
-        value_loss = (batch.returns - values).pow(2).mean()
-        entropy = self.policy.head.entropy(dist).mean()
-        loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+        loss, (policy_loss, value_loss, entropy) = a2c_loss(
+            self.policy.head.log_prob(dist, batch.actions), adv, values, batch.returns,
+            self.policy.head.entropy(dist), cfg)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = grad_norm_step(self.optimizer, self._params, cfg.max_grad_norm,
@@ -99,6 +97,18 @@ class A2C:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`."""
         load_actor_critic_state(self.policy, self.optimizer, self.noise_clock, state)
+
+
+def a2c_loss(log_prob: torch.Tensor, adv: torch.Tensor, values: torch.Tensor,
+             returns: torch.Tensor, entropy: torch.Tensor, cfg: A2CConfig,
+             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(loss, (policy loss, value loss, entropy)): −E[A log π] + c_v (R − V)² − c_e H, over the
+    last dimension (a rollout `[B]`: scalars; a seed batch's `[S, B]`, `seeds/a2c.py`: per seed)."""
+    policy_loss = -(adv * log_prob).mean(-1)
+    value_loss = (returns - values).pow(2).mean(-1)
+    entropy = entropy.mean(-1)
+    return policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy, (
+        policy_loss, value_loss, entropy)
 
 
 def build(cfg: A2CConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> A2C:

@@ -145,6 +145,12 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     return float(1.0 - (target - pred).var() / var)
 
 
+def normalized(adv: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """Advantages normalized by their mean and standard deviation (computed by the caller: over
+    every rank's rows under torchrun, per seed in a seed batch)."""
+    return (adv - mean) / (std + 1e-8)
+
+
 def pick_lr(lr: float | None, cfg: Any) -> float:
     """`lr` when set, else the algorithm's shared `cfg.lr`."""
     return cfg.lr if lr is None else lr
@@ -239,12 +245,19 @@ def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
                  list(source.buffers()), source)
         _POLYAK_PAIRS[target] = pairs
     t_params, s_params, t_bufs, s_bufs, _ = pairs
-    if tau >= 1.0:
-        torch._foreach_copy_(t_params, s_params)
-    else:
-        torch._foreach_lerp_(t_params, s_params, tau)
+    soft_update_(t_params, s_params, tau)
     if t_bufs:
         torch._foreach_copy_(t_bufs, s_bufs)
+
+
+@torch.no_grad()
+def soft_update_(target: list[torch.Tensor], source: list[torch.Tensor], tau: float) -> None:
+    """θ_target ← τ θ_source + (1 − τ) θ_target, tensor by tensor (τ = 1 copies): a network's
+    parameters, or a seed batch's stacked ones."""
+    if tau >= 1.0:
+        torch._foreach_copy_(target, source)
+    else:
+        torch._foreach_lerp_(target, source, tau)
 
 
 def td_target(reward: torch.Tensor, next_value: torch.Tensor, terminated: torch.Tensor,
@@ -256,11 +269,33 @@ def td_target(reward: torch.Tensor, next_value: torch.Tensor, terminated: torch.
 def twin_critic_step(critic: nn.Module, optimizer: Optimizer, batch: TransitionBatch,
                      y: torch.Tensor) -> Metrics:
     """One MSE step of both critics of a `TwinQ` (output [2, B]) towards the TD target `y` [B]."""
-    q = critic(batch.obs, batch.actions)
-    losses = (q - y).pow(2).mean(-1)
-    optimizer.zero_grad(set_to_none=True)
-    losses.sum().backward()
-    optimizer.step()
-    c1, c2 = losses.detach().tolist()
+    losses, q = critic_step(critic, optimizer, batch, y)
+    c1, c2 = losses.tolist()
     return {"train/critic1_loss": c1, "train/critic2_loss": c2, "train/q_loss": (c1 + c2) / 2,
-            "train/mean_q": q.detach().mean().item()}
+            "train/mean_q": q.mean().item()}
+
+
+def critic_step(critic: Callable[[Any, torch.Tensor], torch.Tensor], optimizer: Any,
+                batch: TransitionBatch, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One MSE step of an ensemble of critics (output `[..., E, B]`: a single run's `[E, B]`, a
+    seed batch's `[S, E, B]`) towards the TD target `y` `[..., B]`; returns (each critic's
+    loss `[..., E]`, Q(s, a)), detached."""
+    q = critic(batch.obs, batch.actions)
+    losses = (q - y.unsqueeze(-2)).pow(2).mean(-1)
+    optimizer.zero_grad(set_to_none=True)
+    losses.sum().backward()  # seeds and critics share no parameter: each its own gradient
+    optimizer.step()
+    return losses.detach(), q.detach()
+
+
+def deterministic_actor_step(actor: Callable[[Any], torch.Tensor],
+                             critic: Callable[[Any, torch.Tensor], torch.Tensor],
+                             optimizer: Any, obs: Any, params: list[torch.Tensor]) -> torch.Tensor:
+    """DDPG's and TD3's actor step: −Q1(s, μ(s)) (the first critic only, as in the TD3 paper),
+    one optimizer step of `params` (the actor's; the critics get no gradient); the loss,
+    detached (`[...]`: per seed in a seed batch)."""
+    loss = -critic(obs, actor(obs)).select(-2, 0).mean(-1)
+    optimizer.zero_grad(set_to_none=True)
+    loss.sum().backward(inputs=params)
+    optimizer.step()
+    return loss.detach()

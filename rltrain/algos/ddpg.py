@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from rltrain.algos.base import decay_lrs, pick_lr, polyak_update, td_target
+from rltrain.algos.base import (
+    critic_step,
+    decay_lrs,
+    deterministic_actor_step,
+    pick_lr,
+    polyak_update,
+    td_target,
+)
 from rltrain.algos.configs.ddpg import DDPGConfig
 from rltrain.algos.optim import adam
 from rltrain.nets.continuous import DeterministicActor, QEnsemble, add_gaussian_noise
@@ -30,6 +38,7 @@ class DDPG:
         self.actor_optimizer = adam(self.actor.parameters(), self.start_lrs["actor_optimizer"])
         self.critic_optimizer = adam(self.critic.parameters(), self.start_lrs["critic_optimizer"])
         self.policy = self.actor
+        self._actor_params = list(self.actor.parameters())
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
@@ -48,25 +57,16 @@ class DDPG:
     @torch.no_grad()
     def target(self, batch: TransitionBatch) -> torch.Tensor:
         """y = r + γ (1 − terminated) Q'(s', μ'(s')), shape [B]."""
-        next_q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))[0]
-        return td_target(batch.rewards, next_q, batch.terminated, self.cfg.gamma)
+        return ddpg_target(self.critic_target, self.actor_target, batch, self.cfg.gamma)
 
     def _critic_step(self, batch: TransitionBatch) -> dict[str, float]:
-        y = self.target(batch)
-        q = self.critic(batch.obs, batch.actions)[0]
-        loss = (q - y).pow(2).mean()
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.critic_optimizer.step()
-        return {"train/critic1_loss": loss.item(), "train/q_loss": loss.item(),
-                "train/mean_q": q.detach().mean().item()}
+        losses, q = critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
+        loss = losses[0].item()
+        return {"train/critic1_loss": loss, "train/q_loss": loss, "train/mean_q": q.mean().item()}
 
     def _actor_step(self, obs: torch.Tensor) -> float:
-        loss = -self.critic(obs, self.actor(obs))[0].mean()
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        loss.backward(inputs=list(self.actor.parameters()))  # no gradient into the critic
-        self.actor_optimizer.step()
-        return loss.item()
+        return deterministic_actor_step(self.actor, self.critic, self.actor_optimizer, obs,
+                                        self._actor_params).item()
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, targets and optimizers as plain tensors."""
@@ -80,6 +80,16 @@ class DDPG:
 
 _STATE = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer",
           "critic_optimizer")
+
+
+@torch.no_grad()
+def ddpg_target(critic_target: Callable[[Any, torch.Tensor], torch.Tensor],
+                actor_target: Callable[[Any], torch.Tensor], batch: TransitionBatch,
+                gamma: float) -> torch.Tensor:
+    """y = r + γ (1 − terminated) Q'(s', μ'(s')) (the one critic of the ensemble; a seed
+    batch's stacked networks run it too, `seeds/deterministic.py`)."""
+    next_q = critic_target(batch.next_obs, actor_target(batch.next_obs)).select(-2, 0)
+    return td_target(batch.rewards, next_q, batch.terminated, gamma)
 
 
 def build(cfg: DDPGConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> DDPG:

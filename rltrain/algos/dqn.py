@@ -4,18 +4,13 @@ heads (Wang et al. 2016), for Discrete actions."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from rltrain.algos.base import (
-    grad_norm_step,
-    off_policy_lr,
-    polyak_update,
-    set_lr,
-    td_target,
-)
+from rltrain.algos.base import grad_norm_step, off_policy_lr, set_lr, soft_update_, td_target
 from rltrain.algos.configs.dqn import DQNConfig
 from rltrain.algos.optim import adam
 from rltrain.errors import UserError
@@ -40,6 +35,41 @@ def greedy_next_value(q_next_online: torch.Tensor, q_next_target: torch.Tensor,
     return q_next_target.gather(-1, best.unsqueeze(-1)).squeeze(-1)
 
 
+# ---- DQN's math, written once: the networks are callables, so a seed batch's stacked ones
+# (`seeds/dqn.py`, inputs `[S, B, ...]`) run the same lines; losses reduce the last dimension ----
+
+@torch.no_grad()
+def dqn_target(q_net: Callable[[Any], torch.Tensor], q_target: Callable[[Any], torch.Tensor],
+               batch: TransitionBatch, cfg: DQNConfig) -> torch.Tensor:
+    """y = r + γ (1 − terminated) Q̂(s', a*): a* greedy under the target network, or under the
+    online one with double-Q; detached."""
+    q_next_target = q_target(batch.next_obs)
+    q_next_online = q_net(batch.next_obs) if cfg.double_q else q_next_target
+    next_value = greedy_next_value(q_next_online, q_next_target, cfg.double_q,
+                                   batch.next_action_masks)
+    return td_target(batch.rewards, next_value, batch.terminated, cfg.gamma)
+
+
+def dqn_loss(q_net: Callable[[Any], torch.Tensor], batch: TransitionBatch,
+             target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the Huber loss of Q(s, a) to `target`, Q(s, a))."""
+    q = q_net(batch.obs).gather(-1, batch.actions.long().unsqueeze(-1)).squeeze(-1)
+    return F.smooth_l1_loss(q, target, reduction="none").mean(-1), q
+
+
+def update_target_(target: list[torch.Tensor], online: list[torch.Tensor], cfg: DQNConfig,
+                   global_step: int, next_update: int) -> int:
+    """The target network's update: a Polyak blend every step when tau < 1, else a copy once
+    `global_step` reaches `next_update`; returns the step of the next copy."""
+    if cfg.tau < 1.0:
+        soft_update_(target, online, cfg.tau)
+    elif global_step >= next_update:
+        soft_update_(target, online, 1.0)
+        interval = cfg.target_update_interval
+        return (global_step // interval + 1) * interval
+    return next_update
+
+
 class DQN:
     """Owns the online and target Q-networks and the optimizer; ε-greedy `act`."""
 
@@ -53,6 +83,7 @@ class DQN:
         self.policy = self.q_net
         self.optimizer = adam(self.q_net.parameters(), cfg.lr)
         self._params = list(self.q_net.parameters())
+        self._target_params = list(self.q_target.parameters())
         self.next_target_update = cfg.target_update_interval
 
     def epsilon(self, global_step: int) -> float:
@@ -72,14 +103,9 @@ class DQN:
         explore = torch.rand(greedy.shape, device=greedy.device) < self.epsilon(global_step)
         return torch.where(explore, random, greedy)
 
-    @torch.no_grad()
     def td_targets(self, batch: TransitionBatch) -> torch.Tensor:
         """y = r + γ (1 − terminated) Q̂(s', a*), detached; [B]."""
-        q_next_target = self.q_target(batch.next_obs)
-        q_next_online = self.q_net(batch.next_obs) if self.cfg.double_q else q_next_target
-        next_value = greedy_next_value(q_next_online, q_next_target, self.cfg.double_q,
-                                       batch.next_action_masks)
-        return td_target(batch.rewards, next_value, batch.terminated, self.cfg.gamma)
+        return dqn_target(self.q_net, self.q_target, batch, self.cfg)
 
     def learning_rate(self, global_step: int) -> float:
         """Learning rate at `global_step` env steps (constant unless `lr_decay_steps` > 0)."""
@@ -90,12 +116,12 @@ class DQN:
         lr = self.learning_rate(global_step)
         set_lr(self.optimizer, lr)
         target = self.td_targets(batch)
-        q = self.q_net(batch.obs).gather(-1, batch.actions.long().unsqueeze(-1)).squeeze(-1)
-        loss = F.smooth_l1_loss(q, target)
+        loss, q = dqn_loss(self.q_net, batch, target)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm)
-        self._update_target(global_step)
+        self.next_target_update = update_target_(self._target_params, self._params, self.cfg,
+                                                 global_step, self.next_target_update)
         return {
             "train/q_loss": loss.item(),
             "train/mean_q": q.detach().mean().item(),
@@ -104,15 +130,6 @@ class DQN:
             "train/learning_rate": lr,
             "exploration/epsilon": self.epsilon(global_step),
         }
-
-    def _update_target(self, global_step: int) -> None:
-        """Polyak-blend every step when tau < 1; else copy once per `target_update_interval`."""
-        if self.cfg.tau < 1.0:
-            polyak_update(self.q_target, self.q_net, self.cfg.tau)
-        elif global_step >= self.next_target_update:
-            polyak_update(self.q_target, self.q_net, 1.0)
-            interval = self.cfg.target_update_interval
-            self.next_target_update = (global_step // interval + 1) * interval
 
     def state_dict(self) -> dict[str, Any]:
         """Online and target networks, optimizer and the target-update counter, as plain data."""

@@ -154,11 +154,9 @@ class FusedAdam(_LeanOptimizer):
             states = [self._state(p) for p in params]
             steps = [s["step"] for s in states]
             torch._foreach_add_(steps, 1)
-            torch._fused_adam_(params, [p.grad for p in params], [s["exp_avg"] for s in states],
-                               [s["exp_avg_sq"] for s in states], [], steps, amsgrad=False,
-                               lr=group["lr"], beta1=beta1, beta2=beta2,
-                               weight_decay=group["weight_decay"], eps=group["eps"],
-                               maximize=False, grad_scale=None, found_inf=None)
+            fused_adam_(params, [p.grad for p in params], [s["exp_avg"] for s in states],
+                        [s["exp_avg_sq"] for s in states], steps, group["lr"], (beta1, beta2),
+                        group["eps"])
 
 
 class RMSprop(_LeanOptimizer):
@@ -178,16 +176,61 @@ class RMSprop(_LeanOptimizer):
     def step(self) -> None:
         """square_avg ← α square_avg + (1 − α) g²; θ ← θ − lr g / (√square_avg + ε)."""
         group = self.param_groups[0]
-        alpha = group["alpha"]
         for params in self._live():
             states = [self._state(p) for p in params]
-            grads, square_avgs = [p.grad for p in params], [s["square_avg"] for s in states]
             torch._foreach_add_([s["step"] for s in states], 1)
-            torch._foreach_mul_(square_avgs, alpha)
-            torch._foreach_addcmul_(square_avgs, grads, grads, value=1 - alpha)
-            avg = torch._foreach_sqrt(square_avgs)
-            torch._foreach_add_(avg, group["eps"])
-            torch._foreach_addcdiv_(params, grads, avg, value=-group["lr"])
+            rmsprop_(params, [p.grad for p in params], [s["square_avg"] for s in states],
+                     group["lr"], group["alpha"], group["eps"])
+
+
+# ---- the arithmetic of each optimizer step, written once: a single run's optimizers above and
+# a seed batch's (`seeds/optim.py`, over parameters stacked [S, ...]) both call these ----------
+
+def fused_adam_(params: list[torch.Tensor], grads: list[torch.Tensor],
+                exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
+                steps: list[torch.Tensor], lr: float, betas: tuple[float, float],
+                eps: float) -> None:
+    """One Adam step (no weight decay, no amsgrad) in torch's fused kernel; `steps` hold each
+    tensor's step count, already incremented, on the parameters' device."""
+    torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=lr,
+                       beta1=betas[0], beta2=betas[1], weight_decay=0.0, eps=eps,
+                       maximize=False, grad_scale=None, found_inf=None)
+
+
+def foreach_adam_(params: list[torch.Tensor], grads: list[torch.Tensor],
+                  exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
+                  step_sizes: list[torch.Tensor | float], bias2_sqrts: list[torch.Tensor | float],
+                  betas: tuple[float, float], eps: float) -> None:
+    """Adam's arithmetic as foreach calls, for a torch build without the fused kernel:
+    m ← β1 m + (1 − β1) g; v ← β2 v + (1 − β2) g²; θ ← θ − s m / (√v / b + ε), with each
+    tensor's step size s = lr / (1 − β1^t) and b = √(1 − β2^t) (a seed batch's broadcast per
+    seed: its seeds may have taken different numbers of steps)."""
+    beta1, beta2 = betas
+    torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+    torch._foreach_mul_(exp_avg_sqs, beta2)
+    torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
+    denom = torch._foreach_sqrt(exp_avg_sqs)
+    torch._foreach_div_(denom, bias2_sqrts)
+    torch._foreach_add_(denom, eps)
+    update = torch._foreach_mul(exp_avgs, step_sizes)
+    torch._foreach_addcdiv_(params, update, denom, value=-1.0)
+
+
+def rmsprop_(params: list[torch.Tensor], grads: list[torch.Tensor],
+             square_avgs: list[torch.Tensor], lr: float, alpha: float, eps: float) -> None:
+    """square_avg ← α square_avg + (1 − α) g²; θ ← θ − lr g / (√square_avg + ε) (no momentum,
+    not centered, no weight decay: A2C's), as torch's CPU step computes it."""
+    torch._foreach_mul_(square_avgs, alpha)
+    torch._foreach_addcmul_(square_avgs, grads, grads, value=1 - alpha)
+    avg = torch._foreach_sqrt(square_avgs)
+    torch._foreach_add_(avg, eps)
+    torch._foreach_addcdiv_(params, grads, avg, value=-lr)
+
+
+def clip_scale(max_norm: float, total: torch.Tensor) -> torch.Tensor:
+    """The factor `clip_grad_norm_` scales gradients of global norm `total` by (per seed when
+    `total` is `[S]`): min(1, max_norm / (total + 1e-6)); no host sync."""
+    return torch.clamp(float(max_norm) / (total + 1e-6), max=1.0)
 
 
 def _by_device_and_dtype(params: list[torch.Tensor]) -> list[list[torch.Tensor]]:
@@ -251,6 +294,5 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
                         or g.is_sparse for g in grads):
         return nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
     total = grad_norm(grads)
-    # clip_coef = max_norm / (total + 1e-6), clamped to 1: torch's expression, no sync
-    torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
+    torch._foreach_mul_(grads, clip_scale(max_norm, total))
     return total

@@ -15,6 +15,7 @@ from rltrain.algos.base import (
     make_actor_critic,
     make_noise_clock,
     make_recurrent_actor_critic,
+    normalized,
     on_policy_lr,
     policy_std,
     sample_rollout_step,
@@ -101,9 +102,9 @@ class PPO:
                      for (idx, seq), m in zip(minibatches, moments, strict=True)]
             rows += epoch
             if cfg.target_kl is not None:  # one host sync per epoch, only when early stopping
-                kl = torch.stack(epoch)[:, _METRICS.index("train/approx_kl")].mean()
+                kl = torch.stack(epoch)[:, _KL].mean()
                 kl = self.collective.mean(kl).item()  # every rank takes the same decision
-                if kl > 1.5 * cfg.target_kl:
+                if kl_stops(kl, cfg.target_kl):
                     break
         # one host sync per update: the minibatch metrics stay on the device until here
         metrics = dict(zip(_METRICS, torch.stack(rows).mean(0).tolist(), strict=True))
@@ -123,23 +124,17 @@ class PPO:
         old_log_prob, old_values = batch.log_probs[idx], batch.values[idx]
         adv, returns = batch.advantages[idx], batch.returns[idx]
         if moments is not None and adv.numel() > 1:  # normalize_advantage (see `update`)
-            mean, std = moments
-            adv = (adv - mean) / (std + 1e-8)
+            adv = normalized(adv, *moments)
         masks = None if batch.action_masks is None else batch.action_masks[idx]
         dist, values = self._forward(obs, masks, seq)  # masked: loss and entropy over valid actions
-        log_ratio = self.policy.head.log_prob(dist, actions) - old_log_prob
-        policy_loss, clip_frac = self._policy_loss(log_ratio, adv)
-        value_loss = self._value_loss(values, old_values, returns)
-        entropy = self.policy.head.entropy(dist).mean()
-        loss = policy_loss + self.cfg.vf_coef * value_loss - self.cfg.ent_coef * entropy
+        loss, parts = ppo_loss(self.policy.head.log_prob(dist, actions), old_log_prob, adv,
+                               values, old_values, returns, self.policy.head.entropy(dist),
+                               self.cfg)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm,
                               self.collective.average_)
-        with torch.no_grad():  # http://joschu.net/blog/kl-approx.html: E[(r − 1) − log r]
-            approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
-            return torch.stack([policy_loss, value_loss, -entropy, approx_kl, clip_frac,
-                                norm.to(loss.dtype), loss]).detach()
+        return torch.stack([*parts, norm.to(loss.dtype), loss]).detach()
 
     def _minibatches(self, size: int, recorded: tuple[torch.Tensor, torch.Tensor] | None,
                      ) -> list[tuple[torch.Tensor, SequenceBatch | None]]:
@@ -162,22 +157,6 @@ class PPO:
         actor, critic, _ = self.policy.sequence(obs_ops.apply(lambda t: t.reshape(steps, count, *t.shape[1:]), obs),
                                                 seq.state, seq.starts)
         return self.policy.dist(actor, masks), self.policy.value(critic)
-
-    def _policy_loss(self, log_ratio: torch.Tensor, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Clipped surrogate: −E[min(r A, clip(r, 1 − ε, 1 + ε) A)]."""
-        ratio = log_ratio.exp()
-        eps = self.cfg.clip_range
-        surrogate = torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
-        clip_frac = ((ratio - 1).abs() > eps).float().mean()
-        return -surrogate.mean(), clip_frac
-
-    def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
-        """Squared error to the GAE returns, optionally clipped around the old values."""
-        if self.cfg.clip_range_vf is None:
-            return (returns - values).pow(2).mean()
-        c = self.cfg.clip_range_vf
-        clipped = old_values + (values - old_values).clamp(-c, c)
-        return torch.max((returns - values).pow(2), (returns - clipped).pow(2)).mean()
 
     def state_dict(self) -> dict[str, Any]:
         """Network, optimizer (the held gSDE noise, the recurrent state) as plain data."""
@@ -203,7 +182,50 @@ class PPO:
 
 _METRICS = ("train/policy_loss", "train/value_loss", "train/entropy_loss", "train/approx_kl",
             "train/clip_fraction", "train/grad_norm", "train/loss")
-"""The per-minibatch metrics, in the order `PPO._minibatch_step` returns them."""
+"""The per-minibatch metrics, in the order `PPO._minibatch_step` returns them: `ppo_loss`'s
+parts, the gradient norm, the loss."""
+_KL = _METRICS.index("train/approx_kl")
+
+
+# ---- PPO's math, written once: over the last dimension, so a minibatch `[B]` gives scalars
+# and a seed batch's `[S, B]` (`seeds/ppo.py`) one value per seed -----------------------------
+
+def ppo_loss(log_prob: torch.Tensor, old_log_prob: torch.Tensor, adv: torch.Tensor,
+             values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
+             entropy: torch.Tensor, cfg: PPOConfig) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(loss, [policy loss, value loss, −entropy, approx KL, clip fraction]): the clipped
+    surrogate, the (optionally clipped) value loss and the entropy bonus of one minibatch."""
+    log_ratio = log_prob - old_log_prob
+    policy_loss, clip_frac = clipped_surrogate(log_ratio, adv, cfg.clip_range)
+    v_loss = value_loss(values, old_values, returns, cfg.clip_range_vf)
+    entropy = entropy.mean(-1)
+    loss = policy_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+    with torch.no_grad():  # http://joschu.net/blog/kl-approx.html: E[(r − 1) − log r]
+        approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean(-1)
+    return loss, [policy_loss, v_loss, -entropy, approx_kl, clip_frac]
+
+
+def clipped_surrogate(log_ratio: torch.Tensor, adv: torch.Tensor,
+                      eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(−E[min(r A, clip(r, 1 − ε, 1 + ε) A)], the fraction of clipped ratios)."""
+    ratio = log_ratio.exp()
+    surrogate = torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+    clip_frac = ((ratio - 1).abs() > eps).float().mean(-1)
+    return -surrogate.mean(-1), clip_frac
+
+
+def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
+               clip: float | None) -> torch.Tensor:
+    """Squared error to the GAE returns, optionally clipped around the old values."""
+    if clip is None:
+        return (returns - values).pow(2).mean(-1)
+    clipped = old_values + (values - old_values).clamp(-clip, clip)
+    return torch.max((returns - values).pow(2), (returns - clipped).pow(2)).mean(-1)
+
+
+def kl_stops(approx_kl: float, target_kl: float) -> bool:
+    """The early stop of an update's epochs: the epoch's mean approx KL above 1.5 target_kl."""
+    return approx_kl > 1.5 * target_kl
 
 
 def build(cfg: PPOConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> PPO:

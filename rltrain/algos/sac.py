@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -89,10 +90,8 @@ class SAC:
     @torch.no_grad()
     def target(self, batch: TransitionBatch) -> torch.Tensor:
         """y = r + γ (1 − terminated) (min_i Q'_i(s', a') − α log π(a'|s')), a' ~ π(s'); [B]."""
-        next_action, next_log_prob = self.actor(batch.next_obs)
-        next_q = self.critic_target(batch.next_obs, next_action).min(0).values
-        soft_value = next_q - self.alpha * next_log_prob
-        return td_target(batch.rewards, soft_value, batch.terminated, self.cfg.gamma)
+        return sac_target(self.critic_target, batch, *self.actor(batch.next_obs), self.alpha,
+                          self.cfg.gamma)
 
     def _critic_step(self, batch: TransitionBatch) -> dict[str, float]:
         return twin_critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
@@ -104,19 +103,8 @@ class SAC:
         detached α, so summing them leaves each gradient what it would be alone (α grows when
         the entropy is below the target); the critics get no gradient (`inputs=`).
         """
-        action, log_prob = self.actor(obs)
-        q = self.critic(obs, action).min(0).values
-        loss = (self.alpha * log_prob - q).mean()
-        total = loss
-        if self.cfg.autotune_alpha:
-            total = loss - (self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        self.alpha_optimizer.zero_grad(set_to_none=True)
-        total.backward(inputs=self._actor_inputs)
-        self.actor_optimizer.step()
-        if self.cfg.autotune_alpha:
-            self.alpha_optimizer.step()
-        return {"train/actor_loss": loss.item(), "train/entropy": -log_prob.detach().mean().item()}
+        loss, entropy = sac_actor_alpha_step(self, obs, *self.actor(obs))
+        return {"train/actor_loss": loss.item(), "train/entropy": entropy.item()}
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, target, optimizers, log α and the update counter as plain data."""
@@ -140,6 +128,47 @@ class SAC:
 
 _STATE = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimizer",
           "alpha_optimizer")
+
+
+# ---- SAC's math, written once: the networks are callables and α a tensor, so a seed batch's
+# stacked ones (`seeds/sac.py`: `[S, ...]` inputs, α `[S]`) run the same lines; the critics'
+# ensemble is the dimension before the rows (-2), losses reduce the last one -------------------
+
+@torch.no_grad()
+def sac_target(critic_target: Callable[[Any, torch.Tensor], torch.Tensor],
+               batch: TransitionBatch, next_action: torch.Tensor, next_log_prob: torch.Tensor,
+               alpha: torch.Tensor, gamma: float) -> torch.Tensor:
+    """y = r + γ (1 − terminated) (min_i Q'_i(s', a') − α log π(a'|s')), a' ~ π(s')."""
+    next_q = critic_target(batch.next_obs, next_action).min(-2).values
+    soft_value = next_q - alpha.unsqueeze(-1) * next_log_prob
+    return td_target(batch.rewards, soft_value, batch.terminated, gamma)
+
+
+def sac_actor_alpha_step(algo: Any, obs: Any, action: torch.Tensor,
+                         log_prob: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One backward pass for the actor loss and (when tuned) the temperature loss, and their
+    steps; (actor loss, entropy), detached. `algo` holds `critic`, `log_alpha`, the optimizers,
+    `target_entropy`, `cfg` and `_actor_inputs` (a `SAC`, or a seed batch's `SeedSAC`);
+    `action, log_prob` are the actor's reparameterized sample at `obs`.
+
+    The α loss −log α (log π + H_target) uses the detached log π, and the actor loss the
+    detached α, so summing them leaves each gradient what it would be alone (α grows when the
+    entropy is below the target); the critics get no gradient (`inputs=`).
+    """
+    alpha = algo.log_alpha.detach().exp().unsqueeze(-1)
+    q = algo.critic(obs, action).min(-2).values
+    loss = (alpha * log_prob - q).mean(-1)
+    total = loss
+    if algo.cfg.autotune_alpha:
+        total = loss - (algo.log_alpha.unsqueeze(-1)
+                        * (log_prob.detach() + algo.target_entropy)).mean(-1)
+    algo.actor_optimizer.zero_grad(set_to_none=True)
+    algo.alpha_optimizer.zero_grad(set_to_none=True)
+    total.sum().backward(inputs=algo._actor_inputs)
+    algo.actor_optimizer.step()
+    if algo.cfg.autotune_alpha:
+        algo.alpha_optimizer.step()
+    return loss.detach(), -log_prob.detach().mean(-1)
 
 
 def build(cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> SAC:

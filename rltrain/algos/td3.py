@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from rltrain.algos.base import (
     decay_lrs,
+    deterministic_actor_step,
     pick_lr,
     polyak_update,
     td_target,
@@ -36,6 +38,7 @@ class TD3:
         self.actor_optimizer = adam(self.actor.parameters(), self.start_lrs["actor_optimizer"])
         self.critic_optimizer = adam(self.critic.parameters(), self.start_lrs["critic_optimizer"])
         self.policy = self.actor
+        self._actor_params = list(self.actor.parameters())
         self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
         self._actor_loss = 0.0
 
@@ -63,25 +66,20 @@ class TD3:
     def target_action(self, next_obs: torch.Tensor) -> torch.Tensor:
         """Target policy smoothing: μ'(s') + clip(N(0, σ²), −c, c), clipped to [-1, 1]."""
         action = self.actor_target(next_obs)
-        noise = (torch.randn_like(action) * self.cfg.target_noise).clamp(
-            -self.cfg.target_noise_clip, self.cfg.target_noise_clip)
-        return (action + noise).clamp(-1.0, 1.0)
+        return smoothed(action, torch.randn_like(action), self.cfg)
 
     @torch.no_grad()
     def target(self, batch: TransitionBatch) -> torch.Tensor:
         """y = r + γ (1 − terminated) min_i Q'_i(s', ã'), shape [B]."""
-        next_q = self.critic_target(batch.next_obs, self.target_action(batch.next_obs))
-        return td_target(batch.rewards, next_q.min(0).values, batch.terminated, self.cfg.gamma)
+        return td3_target(self.critic_target, batch, self.target_action(batch.next_obs),
+                          self.cfg.gamma)
 
     def _critic_step(self, batch: TransitionBatch) -> dict[str, float]:
         return twin_critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
 
     def _actor_step(self, obs: torch.Tensor) -> float:
-        loss = -self.critic(obs, self.actor(obs))[0].mean()  # Q1 only, as in the paper
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        loss.backward(inputs=list(self.actor.parameters()))  # no gradient into the critics
-        self.actor_optimizer.step()
-        return loss.item()
+        return deterministic_actor_step(self.actor, self.critic, self.actor_optimizer, obs,
+                                        self._actor_params).item()
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, targets, optimizers and the update counter as plain data."""
@@ -98,6 +96,24 @@ class TD3:
 
 _STATE = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer",
           "critic_optimizer")
+
+
+# ---- TD3's math, written once (a seed batch's stacked networks run it too, `seeds/
+# deterministic.py`; the critics' ensemble is the dimension before the rows) ------------------
+
+def smoothed(action: torch.Tensor, normal: torch.Tensor, cfg: TD3Config) -> torch.Tensor:
+    """Target policy smoothing of `action` with the standard normal draw `normal`:
+    action + clip(σ normal, −c, c), clipped to [-1, 1]."""
+    noise = (normal * cfg.target_noise).clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
+    return (action + noise).clamp(-1.0, 1.0)
+
+
+@torch.no_grad()
+def td3_target(critic_target: Callable[[Any, torch.Tensor], torch.Tensor],
+               batch: TransitionBatch, next_action: torch.Tensor, gamma: float) -> torch.Tensor:
+    """y = r + γ (1 − terminated) min_i Q'_i(s', ã') (clipped double-Q)."""
+    next_q = critic_target(batch.next_obs, next_action).min(-2).values
+    return td_target(batch.rewards, next_q, batch.terminated, gamma)
 
 
 def build(cfg: TD3Config, spec: EnvSpec, device: torch.device | str = "cpu") -> TD3:

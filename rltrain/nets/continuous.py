@@ -36,11 +36,14 @@ def squashed_gaussian_log_prob(u: torch.Tensor, mean: torch.Tensor,
     return (log_normal - tanh_log_det_jacobian(u)).sum(-1)
 
 
-def add_gaussian_noise(action: torch.Tensor, std: float) -> torch.Tensor:
-    """`action` + N(0, std²) noise, clipped back to [-1, 1] (DDPG/TD3 exploration)."""
+def add_gaussian_noise(action: torch.Tensor, std: float,
+                       normal: torch.Tensor | None = None) -> torch.Tensor:
+    """`action` + N(0, std²) noise, clipped back to [-1, 1] (DDPG/TD3 exploration); `normal`:
+    the standard normal draw to use (a seed batch draws each seed's from its own stream)."""
     if std <= 0:
         return action
-    return (action + std * torch.randn_like(action)).clamp(-1.0, 1.0)
+    normal = torch.randn_like(action) if normal is None else normal
+    return (action + std * normal).clamp(-1.0, 1.0)
 
 
 class DeterministicActor(nn.Module):

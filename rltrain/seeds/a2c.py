@@ -1,4 +1,5 @@
-"""A2C over a batch of seeds: `algos/a2c.py`'s one full-rollout gradient step, per seed, at once.
+"""A2C over a batch of seeds: `algos/a2c.py`'s loss (`a2c_loss`) and one full-rollout gradient
+step, per seed, at once.
 
 Same members and acting as PPO's batch (`SeedActorCritic`); the optimizer is the members' own
 kind (A2C's RMSprop by default, or Adam), per seed.
@@ -10,7 +11,8 @@ import math
 
 import torch
 
-from rltrain.algos.base import explained_variance, on_policy_lr
+from rltrain.algos.a2c import a2c_loss
+from rltrain.algos.base import explained_variance, normalized, on_policy_lr
 from rltrain.seeds.actor_critic import SeedActorCritic
 from rltrain.seeds.optim import clip_per_seed
 from rltrain.types import Metrics, RolloutBatch
@@ -27,13 +29,11 @@ class SeedA2C(SeedActorCritic):
         cfg = self.cfg
         self.optimizer.lr = lr = on_policy_lr(cfg, progress_remaining)
         adv = batch.advantages
-        if cfg.normalize_advantage and adv.shape[1] > 1:
-            adv = (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + 1e-8)
+        if cfg.normalize_advantage and adv.shape[1] > 1:  # each seed's own moments
+            adv = normalized(adv, adv.mean(-1, keepdim=True), adv.std(-1, keepdim=True))
         dist, values = self.net.dist_value(batch.obs, batch.action_masks)
-        policy_loss = -(adv * dist.log_prob(batch.actions)).mean(-1)
-        value_loss = (batch.returns - values).pow(2).mean(-1)
-        entropy = dist.entropy().mean(-1)
-        loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy  # [S]
+        loss, (policy_loss, value_loss, entropy) = a2c_loss(
+            dist.log_prob(batch.actions), adv, values, batch.returns, dist.entropy(), cfg)  # [S]
         self.optimizer.zero_grad()
         loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
         norms = clip_per_seed(self.params, cfg.max_grad_norm)

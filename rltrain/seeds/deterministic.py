@@ -1,5 +1,5 @@
-"""DDPG and TD3 over a batch of seeds: `algos/ddpg.py` and `algos/td3.py` with a leading seed
-dimension.
+"""DDPG and TD3 over a batch of seeds: the targets, critic step and actor step of
+`algos/ddpg.py`, `algos/td3.py` and `algos/base.py` over stacked networks.
 
 Actor, critic(s) and both targets are trained stacked; exploration noise, warm-up actions, TD3's
 target-policy smoothing noise and replay samples come from each seed's own stream, in its single
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from rltrain.algos.base import decay_lrs, td_target
-from rltrain.algos.ddpg import DDPG
-from rltrain.algos.td3 import TD3
+from rltrain.algos.base import critic_step, decay_lrs, deterministic_actor_step, soft_update_
+from rltrain.algos.ddpg import DDPG, ddpg_target
+from rltrain.algos.td3 import TD3, smoothed, td3_target
 from rltrain.errors import UserError
+from rltrain.nets.continuous import add_gaussian_noise
 from rltrain.seeds.optim import SeedAdam, set_seed_lr
 from rltrain.seeds.rng import SeedStreams
 from rltrain.seeds.stacked import StackedDeterministicActor, StackedEnsembleQ
@@ -50,23 +51,19 @@ class SeedDeterministic:
     def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
         """Each seed's actor action plus its clipped Gaussian exploration noise, `[S, N, A]`."""
         action = self.actor(obs)
-        std = self.cfg.action_noise
-        if std <= 0:
+        if self.cfg.action_noise <= 0:
             return action
-        return (action + std * self.streams.draw("normal", action.shape[1:])).clamp(-1.0, 1.0)
+        return add_gaussian_noise(action, self.cfg.action_noise,
+                                  self.streams.draw("normal", action.shape[1:]))
 
     def _actor_step(self, obs: torch.Tensor) -> torch.Tensor:
         """−Q1(s, μ(s)) per seed `[S]`; one Adam step of every actor (critics get no gradient)."""
-        loss = -self.critic(obs, self.actor(obs))[:, 0].mean(-1)
-        self.actor_optimizer.zero_grad()
-        loss.sum().backward(inputs=self.actor.parameters())
-        self.actor_optimizer.step(self.everyone)
-        return loss.detach()
+        return deterministic_actor_step(self.actor, self.critic, self.actor_optimizer, obs,
+                                        self.actor.parameters())
 
-    @torch.no_grad()
     def _soft_update_targets(self) -> None:
-        torch._foreach_lerp_(self.critic_target.parameters(), self.critic.parameters(), self.cfg.tau)
-        torch._foreach_lerp_(self.actor_target.parameters(), self.actor.parameters(), self.cfg.tau)
+        soft_update_(self.critic_target.parameters(), self.critic.parameters(), self.cfg.tau)
+        soft_update_(self.actor_target.parameters(), self.actor.parameters(), self.cfg.tau)
 
     def sync(self) -> None:
         """Copy each seed's networks, targets and optimizers into its member."""
@@ -95,20 +92,15 @@ class SeedTD3(SeedDeterministic):
         rates = decay_lrs(self, global_step, set_seed_lr)
         with torch.no_grad():
             next_action = self.actor_target(batch.next_obs)
-            noise = (self.streams.draw("normal", next_action.shape[1:]) * cfg.target_noise).clamp(
-                -cfg.target_noise_clip, cfg.target_noise_clip)
-            next_q = self.critic_target(batch.next_obs, (next_action + noise).clamp(-1.0, 1.0))
-            y = td_target(batch.rewards, next_q.min(1).values, batch.terminated, cfg.gamma)
-        q = self.critic(batch.obs, batch.actions)  # [S, 2, B]
-        losses = (q - y.unsqueeze(1)).pow(2).mean(-1)  # [S, 2]
-        self.critic_optimizer.zero_grad()
-        losses.sum().backward()
-        self.critic_optimizer.step(self.everyone)
+            next_action = smoothed(next_action, self.streams.draw("normal", next_action.shape[1:]),
+                                   cfg)
+        y = td3_target(self.critic_target, batch, next_action, cfg.gamma)
+        losses, q = critic_step(self.critic, self.critic_optimizer, batch, y)  # [S, 2], [S, 2, B]
         if self.n_updates % cfg.policy_delay == 0:
             self._actor_loss = self._actor_step(batch.obs).tolist()
             self._soft_update_targets()
         self.n_updates += 1
-        rows = torch.cat([losses.detach(), q.detach().mean((1, 2)).unsqueeze(1)], 1).tolist()
+        rows = torch.cat([losses, q.mean((1, 2)).unsqueeze(1)], 1).tolist()
         return [{"train/critic1_loss": r[0], "train/critic2_loss": r[1],
                  "train/q_loss": (r[0] + r[1]) / 2, "train/mean_q": r[2], "train/actor_loss": a,
                  **rates} for r, a in zip(rows, self._actor_loss, strict=True)]
@@ -127,16 +119,10 @@ class SeedDDPG(SeedDeterministic):
     def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
         """One critic step, one actor step, then a soft update of both targets."""
         rates = decay_lrs(self, global_step, set_seed_lr)
-        with torch.no_grad():
-            next_q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))[:, 0]
-            y = td_target(batch.rewards, next_q, batch.terminated, self.cfg.gamma)
-        q = self.critic(batch.obs, batch.actions)[:, 0]  # [S, B]
-        loss = (q - y).pow(2).mean(-1)
-        self.critic_optimizer.zero_grad()
-        loss.sum().backward()
-        self.critic_optimizer.step(self.everyone)
+        y = ddpg_target(self.critic_target, self.actor_target, batch, self.cfg.gamma)
+        losses, q = critic_step(self.critic, self.critic_optimizer, batch, y)  # [S, 1], [S, 1, B]
         actor_loss = self._actor_step(batch.obs)
         self._soft_update_targets()
-        rows = torch.stack([loss.detach(), q.detach().mean(-1), actor_loss], 1).tolist()
+        rows = torch.stack([losses[:, 0], q[:, 0].mean(-1), actor_loss], 1).tolist()
         return [{"train/critic1_loss": r[0], "train/q_loss": r[0], "train/mean_q": r[1],
                  "train/actor_loss": r[2], **rates} for r in rows]

@@ -1,4 +1,5 @@
-"""DQN over a batch of seeds: the math of `algos/dqn.py` with a leading seed dimension.
+"""DQN over a batch of seeds: `algos/dqn.py`'s target, loss and target-network update
+(`dqn_target`, `dqn_loss`, `update_target_`) over stacked networks.
 
 The members are ordinary `DQN` objects, one per seed. The online and target Q-networks are
 trained stacked (`StackedQ`, `SeedAdam`, per-seed gradient clipping); ε-greedy exploration,
@@ -10,10 +11,8 @@ lockstep, so the learning-rate and ε schedules and the target-update steps are 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from rltrain.algos.base import td_target
-from rltrain.algos.dqn import DQN, greedy_next_value
+from rltrain.algos.dqn import DQN, dqn_loss, dqn_target, update_target_
 from rltrain.errors import UserError
 from rltrain.nets.q import masked_argmax
 from rltrain.seeds.optim import SeedAdam, clip_per_seed
@@ -63,35 +62,19 @@ class SeedDQN:
         then the target update when due; one metrics dict per seed."""
         cfg = self.cfg
         self.optimizer.lr = lr = self.members[0].learning_rate(global_step)
-        with torch.no_grad():
-            q_next_target = self.q_target(batch.next_obs)
-            q_next_online = self.q(batch.next_obs) if cfg.double_q else q_next_target
-            next_value = greedy_next_value(q_next_online, q_next_target, cfg.double_q,
-                                           batch.next_action_masks)
-            target = td_target(batch.rewards, next_value, batch.terminated, cfg.gamma)
-        q = self.q(batch.obs).gather(-1, batch.actions.long().unsqueeze(-1)).squeeze(-1)
-        loss = F.smooth_l1_loss(q, target, reduction="none").mean(-1)  # [S]
+        target = dqn_target(self.q, self.q_target, batch, cfg)
+        loss, q = dqn_loss(self.q, batch, target)  # [S]
         self.optimizer.zero_grad()
         loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
         norms = clip_per_seed(self.params, cfg.max_grad_norm)
         self.optimizer.step([True] * len(self.members))
-        self._update_target(global_step)
+        self.next_target_update = update_target_(self.q_target.parameters(), self.q.parameters(),
+                                                 cfg, global_step, self.next_target_update)
         rows = torch.stack([loss.detach(), q.detach().mean(-1), target.mean(-1), norms], 1).tolist()
         eps = self.members[0].epsilon(global_step)
         return [{"train/q_loss": r[0], "train/mean_q": r[1], "train/td_target_mean": r[2],
                  "train/grad_norm": r[3], "train/learning_rate": lr, "exploration/epsilon": eps}
                 for r in rows]
-
-    @torch.no_grad()
-    def _update_target(self, global_step: int) -> None:
-        """As `DQN._update_target`: Polyak every step when tau < 1, else a copy when due."""
-        online, target = self.q.parameters(), self.q_target.parameters()
-        if self.cfg.tau < 1.0:
-            torch._foreach_lerp_(target, online, self.cfg.tau)
-        elif global_step >= self.next_target_update:
-            torch._foreach_copy_(target, online)
-            interval = self.cfg.target_update_interval
-            self.next_target_update = (global_step // interval + 1) * interval
 
     def sync(self) -> None:
         """Copy each seed's networks, optimizer state and target counter into its member."""

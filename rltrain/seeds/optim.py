@@ -1,4 +1,6 @@
-"""Adam and gradient-norm clipping over parameters stacked `[S, ...]`, per seed.
+"""Adam, RMSprop and gradient-norm clipping over parameters stacked `[S, ...]`, per seed: the
+bookkeeping of a seed batch (stacked state, per-seed step counts, seeds that sit a step out);
+the arithmetic of each step is `algos/optim.py`'s, the one a single run steps with.
 
 Each seed's single run clips its gradients to a global norm and steps its Adam. Here
 the same two steps run on all seeds' stacked tensors at once, with the norm, the clip factor and
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from rltrain.algos.optim import Optimizer
+from rltrain.algos.optim import Optimizer, clip_scale, foreach_adam_, fused_adam_, rmsprop_
 
 
 def _per_seed(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -29,7 +31,7 @@ def clip_per_seed(params: list[torch.Tensor], max_norm: float | None) -> torch.T
                          for g in grads])  # no flatten: Linear weights are strided
     total = torch.linalg.vector_norm(norms, dim=0)
     if max_norm is not None and max_norm > 0:
-        scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
+        scale = clip_scale(max_norm, total)
         for g in grads:
             g.mul_(_per_seed(scale, g))
     return total
@@ -63,7 +65,8 @@ class _SeedOptimizer:
         for k, opt in enumerate(optimizers):
             self.copy_from(k, opt)
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop every gradient (the algorithms' steps call it as a single run's optimizer)."""
         for p in self.params:
             p.grad = None
 
@@ -105,12 +108,13 @@ class SeedAdam(_SeedOptimizer):
         self.exp_avg, self.exp_avg_sq = self.state["exp_avg"], self.state["exp_avg_sq"]
 
     @torch.no_grad()
-    def step(self, active: list[bool]) -> None:
-        """One Adam step of every `active` seed at `self.lr`: torch's fused Adam kernel, what each
+    def step(self, active: list[bool] | None = None) -> None:
+        """One Adam step of every `active` seed (None: all of them) at `self.lr`: torch's fused Adam kernel, what each
         seed's single run steps with (`FusedAdam`), over the stacked tensors while every seed is
         in step (one step count), else over the active seeds' own slices with their own step
         counts (a KL stop left a seed behind). The foreach path runs where this torch build
         has no fused kernel (torch < 2.4 on the CPU)."""
+        active = [True] * len(self.steps) if active is None else active
         in_step = all(active) and bool((self.steps == self.steps[0]).all())
         seeds = None if in_step else [k for k, on in enumerate(active) if on]
         if seeds == [] or self._fused(seeds):
@@ -132,16 +136,8 @@ class SeedAdam(_SeedOptimizer):
         bias2_sqrt = (1 - beta2 ** steps).sqrt().to(torch.float32)
         params, grads, ms, vs = self._live()
         step_size, bias2_sqrt = (t.to(params[0].device) for t in (step_size, bias2_sqrt))
-        # the per-parameter ops of one seed's Adam step, as foreach calls over all
-        # parameters (one C++ loop each instead of ~8 Python-dispatched ops per parameter)
-        torch._foreach_lerp_(ms, grads, 1 - beta1)
-        torch._foreach_mul_(vs, beta2)
-        torch._foreach_addcmul_(vs, grads, grads, value=1 - beta2)
-        denom = torch._foreach_sqrt(vs)
-        torch._foreach_div_(denom, [_per_seed(bias2_sqrt, v) for v in vs])
-        torch._foreach_add_(denom, self.eps)
-        update = torch._foreach_mul(ms, [_per_seed(step_size, m) for m in ms])
-        torch._foreach_addcdiv_(params, update, denom, value=-1.0)
+        foreach_adam_(params, grads, ms, vs, [_per_seed(step_size, m) for m in ms],
+                      [_per_seed(bias2_sqrt, v) for v in vs], self.betas, self.eps)
         for (p0, m0, v0), p, m, v in zip(kept, self.params, self.exp_avg, self.exp_avg_sq,
                                          strict=False):
             p[frozen], m[frozen], v[frozen] = p0, m0, v0
@@ -180,11 +176,8 @@ class SeedAdam(_SeedOptimizer):
         per_count = len(params) // len(counts)
         steps = [step for c in counts
                  for step in [torch.tensor(c + 1.0, device=device)] * per_count]
-        beta1, beta2 = self.betas
         try:
-            torch._fused_adam_(params, grads, ms, vs, [], steps, amsgrad=False, lr=self.lr,
-                               beta1=beta1, beta2=beta2, weight_decay=0.0, eps=self.eps,
-                               maximize=False)
+            fused_adam_(params, grads, ms, vs, steps, self.lr, self.betas, self.eps)
         except (RuntimeError, NotImplementedError):  # no fused kernel here
             return False
         if seeds is None:
@@ -209,13 +202,12 @@ class SeedRMSprop(_SeedOptimizer):
         super().__init__(params, optimizers)
 
     @torch.no_grad()
-    def step(self, active: list[bool]) -> None:
+    def step(self, active: list[bool] | None = None) -> None:
         """One RMSprop step of every seed (A2C takes one per rollout: all are `active`)."""
-        if not all(active):
+        if active is not None and not all(active):
             raise ValueError("SeedRMSprop steps every seed together")
         self.steps += 1
-        for p, v in zip(self.params, self.state["square_avg"], strict=True):
-            if p.grad is None:
-                continue
-            v.mul_(self.alpha).addcmul_(p.grad, p.grad, value=1 - self.alpha)
-            p.addcdiv_(p.grad, v.sqrt().add_(self.eps), value=-self.lr)
+        live = [(p, v) for p, v in zip(self.params, self.state["square_avg"], strict=True)
+                if p.grad is not None]
+        rmsprop_([p for p, _ in live], [p.grad for p, _ in live], [v for _, v in live],
+                 self.lr, self.alpha, self.eps)

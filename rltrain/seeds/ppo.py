@@ -1,4 +1,6 @@
-"""PPO over a batch of seeds: the math of `algos/ppo.py`, with a leading seed dimension.
+"""PPO over a batch of seeds: `algos/ppo.py`'s loss (`ppo_loss`) and KL stop over a leading
+seed dimension; what is here is about seeds (which rows each seed's minibatch takes, which
+seeds sit out after their KL stop, one metrics dict per seed).
 
 The members are ordinary `PPO` objects, one per seed (as each seed's Runner built it). Their
 parameters are trained stacked (`SeedActorCritic`: `StackedActorCritic`, `SeedAdam`) with
@@ -11,13 +13,11 @@ from __future__ import annotations
 
 import torch
 
-from rltrain.algos.base import explained_variance, on_policy_lr
-from rltrain.algos.ppo import _METRICS
+from rltrain.algos.base import explained_variance, normalized, on_policy_lr
+from rltrain.algos.ppo import _KL, _METRICS, kl_stops, ppo_loss
 from rltrain.seeds.actor_critic import SeedActorCritic
 from rltrain.seeds.optim import clip_per_seed
 from rltrain.types import Metrics, RolloutBatch
-
-_KL = _METRICS.index("train/approx_kl")
 
 
 class SeedPPO(SeedActorCritic):
@@ -40,7 +40,8 @@ class SeedPPO(SeedActorCritic):
             took += [list(active)] * len(epoch)
             if cfg.target_kl is not None:  # one host sync per epoch, only when early stopping
                 kl = torch.stack(epoch)[:, :, _KL].mean(0).tolist()
-                active = [on and k <= 1.5 * cfg.target_kl for on, k in zip(active, kl, strict=True)]
+                active = [on and not kl_stops(k, cfg.target_kl)
+                          for on, k in zip(active, kl, strict=True)]
                 if not any(active):
                     break
         stacked = torch.stack(rows)
@@ -54,27 +55,17 @@ class SeedPPO(SeedActorCritic):
         obs, actions = batch.obs[seed_rows, idx], batch.actions[seed_rows, idx]
         old_log_prob, old_values = batch.log_probs[seed_rows, idx], batch.values[seed_rows, idx]
         adv, returns = batch.advantages[seed_rows, idx], batch.returns[seed_rows, idx]
-        if cfg.normalize_advantage and adv.shape[1] > 1:
-            adv = (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + 1e-8)
+        if cfg.normalize_advantage and adv.shape[1] > 1:  # each seed's own moments
+            adv = normalized(adv, adv.mean(-1, keepdim=True), adv.std(-1, keepdim=True))
         masks = None if batch.action_masks is None else batch.action_masks[seed_rows, idx]
         dist, values = self.net.dist_value(obs, masks)  # masked: loss and entropy over valid ones
-        log_ratio = dist.log_prob(actions) - old_log_prob
-        ratio = log_ratio.exp()
-        eps = cfg.clip_range
-        surrogate = torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
-        policy_loss = -surrogate.mean(-1)
-        clip_frac = ((ratio - 1).abs() > eps).float().mean(-1)
-        value_loss = _value_loss(values, old_values, returns, cfg.clip_range_vf)
-        entropy = dist.entropy().mean(-1)
-        loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy  # [S]
+        loss, parts = ppo_loss(dist.log_prob(actions), old_log_prob, adv, values, old_values,
+                               returns, dist.entropy(), cfg)  # [S] each
         self.optimizer.zero_grad()
         loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
         norms = clip_per_seed(self.params, cfg.max_grad_norm)
         self.optimizer.step(active)
-        with torch.no_grad():
-            approx_kl = ((ratio - 1) - log_ratio).mean(-1)
-            return torch.stack([policy_loss, value_loss, -entropy, approx_kl, clip_frac, norms,
-                                loss], dim=1).detach()
+        return torch.stack([*parts, norms, loss], dim=1).detach()
 
     def _metrics(self, batch: RolloutBatch, rows: torch.Tensor, took: torch.Tensor,
                  lr: float) -> list[Metrics]:
@@ -94,11 +85,3 @@ class SeedPPO(SeedActorCritic):
             out.append(metrics)
         return out
 
-
-def _value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
-                clip: float | None) -> torch.Tensor:
-    """Per seed `[S]`: squared error to the returns, optionally clipped around the old values."""
-    if clip is None:
-        return (returns - values).pow(2).mean(-1)
-    clipped = old_values + (values - old_values).clamp(-clip, clip)
-    return torch.max((returns - values).pow(2), (returns - clipped).pow(2)).mean(-1)

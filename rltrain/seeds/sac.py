@@ -1,4 +1,5 @@
-"""SAC over a batch of seeds: `algos/sac.py` with a leading seed dimension.
+"""SAC over a batch of seeds: `algos/sac.py`'s target, critic step and actor/α step
+(`sac_target`, `critic_step`, `sac_actor_alpha_step`) over stacked networks.
 
 The members are ordinary `SAC` objects. Actor, twin critics and their targets are trained
 stacked (`StackedActor`, `StackedEnsembleQ`), with one `SeedAdam` each for the actor, the
@@ -11,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from rltrain.algos.base import decay_lrs, td_target
-from rltrain.algos.sac import SAC
+from rltrain.algos.base import critic_step, decay_lrs, soft_update_
+from rltrain.algos.sac import SAC, sac_actor_alpha_step, sac_target
 from rltrain.errors import UserError
 from rltrain.seeds.optim import SeedAdam, set_seed_lr
 from rltrain.seeds.rng import SeedStreams
@@ -63,47 +64,23 @@ class SeedSAC:
         """Critic step; actor and α steps every `policy_delay`-th call; then the soft target
         update. One metrics dict per seed, as `SAC.update` returns it."""
         rates = decay_lrs(self, global_step, set_seed_lr)
-        alpha = self.log_alpha.detach().exp()  # [S]
         with torch.no_grad():
-            next_action, next_log_prob = self.actor(batch.next_obs, self._noise(batch.rewards.shape[1]))
-            next_q = self.critic_target(batch.next_obs, next_action).min(1).values
-            soft = next_q - alpha.unsqueeze(1) * next_log_prob
-            y = td_target(batch.rewards, soft, batch.terminated, self.cfg.gamma)
-        q = self.critic(batch.obs, batch.actions)  # [S, 2, B]
-        losses = (q - y.unsqueeze(1)).pow(2).mean(-1)  # [S, 2]
-        self.critic_optimizer.zero_grad()
-        losses.sum().backward()
-        self.critic_optimizer.step([True] * len(self.members))
+            next_sample = self.actor(batch.next_obs, self._noise(batch.rewards.shape[1]))
+        y = sac_target(self.critic_target, batch, *next_sample, self.log_alpha.detach().exp(),
+                       self.cfg.gamma)
+        losses, q = critic_step(self.critic, self.critic_optimizer, batch, y)  # [S, 2], [S, 2, B]
         if self.n_updates % self.cfg.policy_delay == 0:
-            self._actor_rows = self._actor_alpha_step(batch.obs, alpha)
-        with torch.no_grad():
-            torch._foreach_lerp_(self.critic_target.parameters(), self.critic.parameters(),
-                                 self.cfg.tau)
+            action, log_prob = self.actor(batch.obs, self._noise(batch.obs.shape[1]))
+            self._actor_rows = torch.stack(sac_actor_alpha_step(self, batch.obs, action, log_prob),
+                                           1).tolist()
+        soft_update_(self.critic_target.parameters(), self.critic.parameters(), self.cfg.tau)
         self.n_updates += 1
-        rows = torch.cat([losses.detach(), q.detach().mean((1, 2)).unsqueeze(1),
+        rows = torch.cat([losses, q.mean((1, 2)).unsqueeze(1),
                           self.log_alpha.detach().exp().unsqueeze(1)], 1).tolist()
         return [{"train/critic1_loss": r[0], "train/critic2_loss": r[1],
                  "train/q_loss": (r[0] + r[1]) / 2, "train/mean_q": r[2],
                  "train/actor_loss": a[0], "train/entropy": a[1], "train/alpha": r[3], **rates}
                 for r, a in zip(rows, self._actor_rows, strict=True)]
-
-    def _actor_alpha_step(self, obs: torch.Tensor, alpha: torch.Tensor) -> list[list[float]]:
-        """As `SAC._actor_alpha_step`, per seed: [actor loss, entropy] of each seed."""
-        action, log_prob = self.actor(obs, self._noise(obs.shape[1]))  # [S, B, A], [S, B]
-        q = self.critic(obs, action).min(1).values
-        loss = (alpha.unsqueeze(1) * log_prob - q).mean(-1)  # [S]
-        total = loss.sum()
-        if self.cfg.autotune_alpha:
-            total = total - (self.log_alpha.unsqueeze(1)
-                             * (log_prob.detach() + self.target_entropy)).mean(-1).sum()
-        self.actor_optimizer.zero_grad()
-        self.alpha_optimizer.zero_grad()
-        total.backward(inputs=self._actor_inputs)
-        everyone = [True] * len(self.members)
-        self.actor_optimizer.step(everyone)
-        if self.cfg.autotune_alpha:
-            self.alpha_optimizer.step(everyone)
-        return torch.stack([loss.detach(), -log_prob.detach().mean(-1)], 1).tolist()
 
     def sync(self) -> None:
         """Copy each seed's networks, optimizers, log α and update count into its member."""

@@ -9,7 +9,7 @@ import torch
 
 from rltrain import api
 from rltrain.algos.configs.ppo import PPOConfig
-from rltrain.algos.ppo import PPO
+from rltrain.algos.ppo import PPO, clipped_surrogate, value_loss
 from rltrain.runner.runner import Runner
 from rltrain.types import EnvSpec, RolloutBatch
 
@@ -81,21 +81,27 @@ def test_target_kl_stops_the_epochs_early():
 
 
 def test_clipped_surrogate_matches_hand_computed_values():
-    algo = small_ppo(clip_range=0.2)
     ratio = torch.tensor([0.5, 1.0, 1.5])
     adv = torch.tensor([1.0, -1.0, 2.0])
-    loss, clip_frac = algo._policy_loss(ratio.log(), adv)
+    loss, clip_frac = clipped_surrogate(ratio.log(), adv, 0.2)
     # r·A = [0.5, −1, 3]; clip(r, 0.8, 1.2)·A = [0.8, −1, 2.4]; min = [0.5, −1, 2.4]
     assert loss.item() == pytest.approx(-(0.5 - 1.0 + 2.4) / 3)
     assert clip_frac.item() == pytest.approx(2 / 3)  # |r − 1| > 0.2 for 0.5 and 1.5
+    # a seed batch's rows [S, B]: one value per seed, each its single minibatch's
+    ratios, advs = torch.stack([ratio, torch.ones(3)]), torch.stack([adv, adv])
+    losses, fracs = clipped_surrogate(ratios.log(), advs, 0.2)
+    assert losses.tolist() == pytest.approx([-(0.5 - 1.0 + 2.4) / 3, -(1.0 - 1.0 + 2.0) / 3])
+    assert fracs.tolist() == pytest.approx([2 / 3, 0.0])
 
 
 def test_value_loss_with_and_without_clipping_matches_hand_computed_values():
     values, old, returns = torch.tensor([1.0, 3.0]), torch.tensor([2.0, 2.0]), torch.zeros(2)
-    assert small_ppo()._value_loss(values, old, returns).item() == pytest.approx((1 + 9) / 2)
+    assert value_loss(values, old, returns, None).item() == pytest.approx((1 + 9) / 2)
     # clipped values: old ± 0.5 = [1.5, 2.5] → squared errors [2.25, 6.25]; max with [1, 9]
-    clipped = small_ppo(clip_range_vf=0.5)._value_loss(values, old, returns)
-    assert clipped.item() == pytest.approx((2.25 + 9) / 2)
+    assert value_loss(values, old, returns, 0.5).item() == pytest.approx((2.25 + 9) / 2)
+    per_seed = value_loss(torch.stack([values, old]), torch.stack([old, old]),
+                          torch.zeros(2, 2), 0.5)
+    assert per_seed.tolist() == pytest.approx([(2.25 + 9) / 2, 4.0])
 
 
 @pytest.mark.parametrize("kind, action_shape, action_dtype", [
