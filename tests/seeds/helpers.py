@@ -55,7 +55,7 @@ def assert_batch_matches_single_runs(cfg, tmp_path, updates: int, rel: float = 1
         for name, value in _parameters(single.algo).items():
             torch.testing.assert_close(_parameters(batch.runners[k].algo)[name], value,
                                        rtol=max(rel, 1e-6) * 10, atol=1e-6,
-                                       msg=lambda m, n=name: f"seed {seed}, {n}: {m}")
+                                       msg=lambda m, n=name, s=seed: f"seed {s}, {n}: {m}")
         for update, (mine, theirs) in enumerate(zip(batched[k], alone, strict=True)):
             assert mine.keys() == theirs.keys()
             for name, value in theirs.items():
