@@ -1,5 +1,5 @@
 """`python -m rltrain ...` (and `torchrun ... -m rltrain ...`): the `rltrain` command."""
 
-from rltrain.cli import main
+from rltrain.cli.commands import main
 
 main()

@@ -31,9 +31,9 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     It leaves the caller's process as it found it (`rltrain/guest.py`): random streams, torch's
     threads, default dtype and grad mode, logging, and a Hydra of the caller's own.
     """
+    from rltrain.cli.run_target import with_saved_choices
     from rltrain.errors import UserError
     from rltrain.guest import guest
-    from rltrain.run_target import with_saved_choices
 
     if isinstance(overrides, str):  # train("algo=ppo env=CartPole-v1")
         raise UserError(f"train() takes a list of overrides, not one string: "
@@ -117,11 +117,11 @@ def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
     import copy
 
     from rltrain.algos.configs.base import AlgoConfig
+    from rltrain.cli.run_target import is_multirun, resumed_config
     from rltrain.config.compose import compose_train_config
     from rltrain.config.overrides import first_of_sweeps
     from rltrain.config.validation import validate
     from rltrain.errors import UserError
-    from rltrain.run_target import is_multirun, resumed_config
 
     if isinstance(overrides, TrainConfig):
         if not isinstance(overrides.algo, AlgoConfig):

@@ -138,7 +138,7 @@ def test_rltrain_list_shows_an_added_algorithm_and_survives_one_without_traits(
     traits (step 3) were not added."""
     from rich.console import Console
 
-    from rltrain import listing
+    from rltrain.cli import listing
     from rltrain.config import catalog
 
     options = [*catalog.algo_options(), catalog.AlgoOption("toy", "toy", "Toy Q-learning"),

@@ -2,15 +2,15 @@
 
 from pathlib import Path
 
+from rltrain.cli.docs import field_docs, render
 from rltrain.config.registry import ALGOS
-from rltrain.docs import field_docs, render
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_config_reference_is_up_to_date():
     committed = (ROOT / "docs" / "config.md").read_text()
-    assert committed == render(), "run `python -m rltrain.docs > docs/config.md`"
+    assert committed == render(), "run `python -m rltrain.cli.docs > docs/config.md`"
 
 
 def test_every_algorithm_field_has_a_docstring():

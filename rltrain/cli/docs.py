@@ -1,6 +1,6 @@
 """Generate the config reference (`docs/config.md`) from the dataclass field docstrings.
 
-Run `python -m rltrain.docs > docs/config.md`; a test keeps the file in step with the code.
+Run `python -m rltrain.cli.docs > docs/config.md`; a test keeps the file in step with the code.
 """
 
 from __future__ import annotations

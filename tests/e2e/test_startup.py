@@ -85,9 +85,9 @@ def test_a_refused_command_line_is_one_line_and_imports_no_torch(argv, error, tm
 @pytest.mark.parametrize("argv", [[], ["algo=sac", "env=Acrobot-v1", "seed=3"],
                                   ["env=CartPole-v1", "logger=[tensorboard,wandb]"]])
 def test_help_is_the_text_hydra_writes(argv, monkeypatch, capsys):
-    from rltrain import cli
+    from rltrain.cli import train as cli
+    from rltrain.cli.help import app_help
     from rltrain.config.compose import normalize_overrides, register_options
-    from rltrain.help import app_help
 
     argv = normalize_overrides(argv)
     register_options(argv)
@@ -103,7 +103,7 @@ def test_help_is_the_text_hydra_writes(argv, monkeypatch, capsys):
 @pytest.mark.parametrize("argv", [["--cfg", "job"], ["--help", "--resolve"],
                                   ["hydra.help.header=hi", "--help"]])
 def test_help_leaves_to_hydra_what_it_does_not_write_itself(argv):
-    from rltrain.help import app_help
+    from rltrain.cli.help import app_help
 
     assert app_help(argv) is None
 

@@ -84,7 +84,7 @@ def test_cli_trains_a_registered_env_of_ones_own_module_with_wrappers(cli_run):
 def run_train_command(argv: list[str], monkeypatch, cwd: Path) -> list[str]:
     """Run the CLI's checks for `argv` (everything before Hydra) in `cwd`, where the run's
     folder is claimed; return what Hydra would get."""
-    from rltrain import cli
+    from rltrain.cli import train as cli
 
     monkeypatch.chdir(cwd)
     seen: list[str] = []

@@ -1,0 +1,5 @@
+"""`python -m rltrain.cli ...`: the `rltrain` command."""
+
+from rltrain.cli.commands import main
+
+main()
