@@ -1,10 +1,11 @@
 """docs/architecture.md, "How to add an algorithm", followed step by step with a toy algorithm.
 
 Step 1 is the code below (a config, a class, a `build`), step 2 the YAML text (stored in Hydra's
-ConfigStore under `algo/toy`, as a file in `conf/algo/` would be found), step 3 its traits in
-`catalog.ALGO_TRAITS` and one entry in `ALGOS`; step 4 (the config reference) is a file. Step 5
-is the claim checked here: with no other edit it trains from the command line, logs its metrics,
-checkpoints, evaluates and resumes like a built-in algorithm, and `rltrain list` shows it.
+ConfigStore under `algo/toy`, as a file in `conf/algo/` would be found), step 3 its one entry in
+`catalog.ALGORITHMS`; step 4 (the config reference) is a file. Step 5 is the claim checked
+here: with no other edit it trains from the command line, logs its metrics, checkpoints,
+evaluates and resumes like a built-in algorithm, runs as a seed batch, and `rltrain list` shows
+it.
 """
 
 from __future__ import annotations
@@ -91,16 +92,16 @@ defaults:
 
 @pytest.fixture
 def toy_registered(monkeypatch):
-    """Step 3 (one line in ALGOS) and step 2's file made known to Hydra; undone afterwards."""
+    """Step 3 (one entry in `catalog.ALGORITHMS`: its config class and module as import paths,
+    its traits, no stacked form) and step 2's file made known to Hydra; undone afterwards."""
     from hydra.core.config_store import ConfigStore
 
-    from rltrain.config.catalog import ALGO_TRAITS
-    from rltrain.config.registry import ALGOS, AlgoSpec
+    from rltrain.config.catalog import ALGORITHMS, AlgoEntry
     from rltrain.config.store import register_configs
 
-    monkeypatch.setitem(ALGO_TRAITS, "toy", ("off_policy", ("discrete",)))
-    monkeypatch.setitem(ALGOS, "toy", AlgoSpec(ToyConfig, build, *ALGO_TRAITS["toy"]))
-    register_configs()  # stores toy_schema, as for every ALGOS entry
+    monkeypatch.setitem(ALGORITHMS, "toy", AlgoEntry(
+        f"{__name__}:ToyConfig", __name__, "off_policy", ("discrete",)))
+    register_configs()  # stores toy_schema, as for every ALGORITHMS entry
     ConfigStore.instance().store(group="algo", name="toy", node=yaml.safe_load(TOY_YAML))
     yield
     register_configs()
@@ -132,6 +133,24 @@ def test_a_toy_algorithm_added_by_the_documented_steps_trains_checkpoints_and_re
     assert again["counters"]["global_step"] == latest["counters"]["global_step"] == 160
 
 
+def test_an_added_algorithm_runs_as_a_seed_batch_without_a_line_more(toy_registered, tmp_path):
+    """No stacked form in its entry: `num_seeds=2` runs each seed's own Toy in turn, in one
+    process and one batch folder; seed 1 ends with exactly the weights of the run seed=1 alone."""
+    from rltrain.api import train
+
+    overrides = ["algo=toy", "env=CartPole-v1", "env.num_envs=2", "algo.learning_starts=32",
+                 "algo.batch_size=16", "algo.hidden_sizes=[16]", "total_timesteps=96",
+                 "eval.freq=0", "eval.episodes=2", "eval.num_envs=2", "logger=none",
+                 "progress=off", "preset=null"]
+    summary = train([*overrides, "num_seeds=2"], run_dir=tmp_path / "batch")
+    assert summary["seeds"] == [0, 1] and sorted(summary["final_eval"]) == ["0", "1"]
+    train([*overrides, "seed=1"], run_dir=tmp_path / "alone")
+    batched = checkpoint.load(tmp_path / "batch" / "seed_1" / "checkpoints" / "final.pt")
+    alone = checkpoint.load(tmp_path / "alone" / "checkpoints" / "final.pt")
+    for name, value in alone["algo"]["q_net"].items():
+        assert torch.equal(batched["algo"]["q_net"][name], value), name
+
+
 def test_rltrain_list_shows_an_added_algorithm_and_survives_one_without_traits(
         toy_registered, monkeypatch):
     """`rltrain list` raised KeyError: 'toy' for an algorithm whose YAML exists but whose
@@ -148,4 +167,4 @@ def test_rltrain_list_shows_an_added_algorithm_and_survives_one_without_traits(
     console.print(listing.listing_table())
     text = console.export_text()
     assert "Toy Q-learning (off-policy; actions: Discrete)" in text
-    assert "Added without traits (its traits are not in rltrain/config/catalog.py ALGO_TRAITS)" in text
+    assert "Added without traits (it has no entry in rltrain/config/catalog.py ALGORITHMS)" in text

@@ -6,14 +6,15 @@ import subprocess
 import sys
 from importlib import resources
 
-from rltrain.config.catalog import ALGO_TRAITS, EXTRAS, algo_options, missing_modules, presets
+from rltrain.config.catalog import ALGORITHMS, EXTRAS, algo_options, missing_modules, presets
 from rltrain.config.registry import ALGOS
 from rltrain.envs.aliases import ENV_ALIASES
 from tests.e2e.harness import run_cli
 
 
 def test_traits_and_options_match_the_registry():
-    assert {k: (s.family, s.action_kinds) for k, s in ALGOS.items()} == ALGO_TRAITS
+    assert {k: (s.family, s.action_kinds) for k, s in ALGOS.items()} == {
+        k: (e.family, e.action_kinds) for k, e in ALGORITHMS.items()}
     options = {o.option: o.algo for o in algo_options()}
     assert set(ALGOS) <= set(options)  # every algorithm has its own option
     assert set(options.values()) <= set(ALGOS)  # and every option builds one of them

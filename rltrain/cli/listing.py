@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rltrain.config.catalog import (
-    ALGO_TRAITS,
+    ALGORITHMS,
     EXTRAS,
     SPACE_NAMES,
     algo_options,
@@ -27,12 +27,13 @@ def listing_table() -> Table:
     table.add_column("details")
     for option in algo_options():
         built = "" if option.algo == option.option else f"algo {option.algo}, "
-        if option.algo not in ALGO_TRAITS:  # a YAML of an algorithm added without its traits
-            table.add_row("algo", option.option, f"{option.summary} ({built}its traits are not "
-                                                 f"in rltrain/config/catalog.py ALGO_TRAITS)")
+        entry = ALGORITHMS.get(option.algo)
+        if entry is None:  # a YAML of an algorithm added without its entry
+            table.add_row("algo", option.option, f"{option.summary} ({built}it has no entry in "
+                                                 f"rltrain/config/catalog.py ALGORITHMS)")
             continue
-        family, kinds = ALGO_TRAITS[option.algo]
-        spaces = ", ".join(SPACE_NAMES[k] for k in kinds)
+        family = entry.family
+        spaces = ", ".join(SPACE_NAMES[k] for k in entry.action_kinds)
         table.add_row("algo", option.option, f"{option.summary} ({built}{family.replace('_', '-')}; "
                                              f"actions: {spaces})")
     table.add_section()

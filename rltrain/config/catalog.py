@@ -14,15 +14,42 @@ from rltrain.envs.families import EXTRAS as FAMILY_EXTRAS
 from rltrain.envs.families import family_of
 
 ALL_ACTIONS = ("discrete", "box", "multi_discrete", "multi_binary")
-ALGO_TRAITS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "ppo": ("on_policy", ALL_ACTIONS),
-    "a2c": ("on_policy", ALL_ACTIONS),
-    "dqn": ("off_policy", ("discrete",)),
-    "ddpg": ("off_policy", ("box",)),
-    "td3": ("off_policy", ("box",)),
-    "sac": ("off_policy", ("box",)),
+
+
+@dataclass(frozen=True)
+class AlgoEntry:
+    """Everything rltrain needs to know of one algorithm, as import paths (nothing here imports
+    torch, so composing a config and `rltrain list` never pay for it)."""
+
+    config: str
+    """`module:Class` of its config dataclass (`algos/configs/`)."""
+    module: str
+    """The module of its class, whose `build(cfg, env_spec, device)` builds it."""
+    family: str
+    """`on_policy` or `off_policy`: the loop that trains it."""
+    action_kinds: tuple[str, ...]
+    """The action spaces it handles (`SPACE_NAMES` keys)."""
+    batched: str | None = None
+    """`module:Class` of its form over stacked seeds (`seeds/`), the fast `num_seeds > 1`;
+    None: a seed batch runs each seed's own algorithm in turn (`seeds/members.py`)."""
+
+
+ALGORITHMS: dict[str, AlgoEntry] = {
+    "ppo": AlgoEntry("rltrain.algos.configs.ppo:PPOConfig", "rltrain.algos.ppo", "on_policy",
+                     ALL_ACTIONS, "rltrain.seeds.ppo:SeedPPO"),
+    "a2c": AlgoEntry("rltrain.algos.configs.a2c:A2CConfig", "rltrain.algos.a2c", "on_policy",
+                     ALL_ACTIONS, "rltrain.seeds.a2c:SeedA2C"),
+    "dqn": AlgoEntry("rltrain.algos.configs.dqn:DQNConfig", "rltrain.algos.dqn", "off_policy",
+                     ("discrete",), "rltrain.seeds.dqn:SeedDQN"),
+    "ddpg": AlgoEntry("rltrain.algos.configs.ddpg:DDPGConfig", "rltrain.algos.ddpg",
+                      "off_policy", ("box",), "rltrain.seeds.deterministic:SeedDDPG"),
+    "td3": AlgoEntry("rltrain.algos.configs.td3:TD3Config", "rltrain.algos.td3", "off_policy",
+                     ("box",), "rltrain.seeds.deterministic:SeedTD3"),
+    "sac": AlgoEntry("rltrain.algos.configs.sac:SACConfig", "rltrain.algos.sac", "off_policy",
+                     ("box",), "rltrain.seeds.sac:SeedSAC"),
 }
-"""Registry key -> (loop family, action spaces it handles: `SPACE_NAMES` keys)."""
+"""The one table of algorithms: adding one is its file, its config, one entry here and its
+YAML (`conf/algo/`); the registry, `rltrain list`, the config store and seed batches read it."""
 
 SPACE_NAMES = {"discrete": "Discrete", "box": "Box", "multi_discrete": "MultiDiscrete",
                "multi_binary": "MultiBinary"}

@@ -1,23 +1,18 @@
-"""Literal name -> spec tables. Adding an algorithm is one line in `ALGOS` (and its traits in
-`catalog.ALGO_TRAITS`); nothing registers on import.
+"""Name -> spec tables. An algorithm is one entry in `catalog.ALGORITHMS` (its config class,
+module, traits and batched form, as import paths); `ALGOS` reads it; nothing registers on import.
 
 Importing this module imports no torch: `ALGOS` holds the torch-free config classes of
-`algos/configs/`, and each built-in builder imports its algorithm module (and torch with it) only
-when a run builds one, so composing, validating and `rltrain --help` never pay for torch."""
+`algos/configs/`, and each builder imports its algorithm module (and torch with it) only when a
+run builds one, so composing, validating and `rltrain --help` never pay for torch."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rltrain.algos.configs.a2c import A2CConfig
-from rltrain.algos.configs.ddpg import DDPGConfig
-from rltrain.algos.configs.dqn import DQNConfig
-from rltrain.algos.configs.ppo import PPOConfig
-from rltrain.algos.configs.sac import SACConfig
-from rltrain.algos.configs.td3 import TD3Config
-from rltrain.config.catalog import ALGO_TRAITS, SPACE_NAMES
+from rltrain.config.catalog import ALGORITHMS, SPACE_NAMES, AlgoEntry
 from rltrain.errors import UserError
 from rltrain.text import closest
 
@@ -32,52 +27,64 @@ class AlgoSpec:
     action_kinds: tuple[str, ...]  # action spaces it handles: "discrete", "box", "multi_*"
 
 
-# The built-in builders: each imports its algorithm module on its first call.
-def _build_ppo(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
-    from rltrain.algos import ppo
+def _builder(module: str) -> Callable[..., Any]:
+    """`build(cfg, spec, device)` of the algorithm module `module`, imported on the first call
+    (and torch with it): composing, validating and `rltrain --help` never import it."""
+    def build(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
+        return importlib.import_module(module).build(cfg, spec, device)
 
-    return ppo.build(cfg, spec, device)
-
-
-def _build_a2c(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
-    from rltrain.algos import a2c
-
-    return a2c.build(cfg, spec, device)
+    build.__qualname__ = f"build<{module}>"
+    return build
 
 
-def _build_dqn(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
-    from rltrain.algos import dqn
-
-    return dqn.build(cfg, spec, device)
-
-
-def _build_ddpg(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
-    from rltrain.algos import ddpg
-
-    return ddpg.build(cfg, spec, device)
+def _import(path: str) -> Any:
+    """The object a `module:name` path names (an algorithm's config class: torch-free)."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
-def _build_td3(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
-    from rltrain.algos import td3
-
-    return td3.build(cfg, spec, device)
-
-
-def _build_sac(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
-    from rltrain.algos import sac
-
-    return sac.build(cfg, spec, device)
+def _spec(entry: AlgoEntry) -> AlgoSpec:
+    return AlgoSpec(_import(entry.config), _builder(entry.module), entry.family,
+                    entry.action_kinds)
 
 
-# family and action spaces come from `catalog.ALGO_TRAITS` (torch-free, read by `rltrain list`)
-ALGOS: dict[str, AlgoSpec] = {
-    "ppo": AlgoSpec(PPOConfig, _build_ppo, *ALGO_TRAITS["ppo"]),
-    "a2c": AlgoSpec(A2CConfig, _build_a2c, *ALGO_TRAITS["a2c"]),
-    "dqn": AlgoSpec(DQNConfig, _build_dqn, *ALGO_TRAITS["dqn"]),
-    "ddpg": AlgoSpec(DDPGConfig, _build_ddpg, *ALGO_TRAITS["ddpg"]),
-    "td3": AlgoSpec(TD3Config, _build_td3, *ALGO_TRAITS["td3"]),
-    "sac": AlgoSpec(SACConfig, _build_sac, *ALGO_TRAITS["sac"]),
-}
+class _Algos(dict):
+    """`ALGORITHMS` (catalog.py) as `AlgoSpec`s: a view, so an entry added there (a test's, a
+    plugin's) is known here at once, and one given here directly stays."""
+
+    def _sync(self) -> None:
+        for name in [n for n in self._entries if n not in ALGORITHMS]:  # an entry taken out
+            del self._entries[name]
+            super().pop(name, None)
+        for name, entry in ALGORITHMS.items():
+            if self._entries.get(name) is not entry:
+                super().__setitem__(name, _spec(entry))
+                self._entries[name] = entry
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._entries: dict[str, AlgoEntry] = {}
+        self._sync()
+
+    def __getitem__(self, name: str) -> AlgoSpec:
+        self._sync()
+        return super().__getitem__(name)
+
+    def __contains__(self, name: object) -> bool:
+        self._sync()
+        return super().__contains__(name)
+
+    def __iter__(self) -> Iterator[str]:
+        self._sync()
+        return super().__iter__()
+
+    def items(self) -> Any:
+        self._sync()
+        return super().items()
+
+
+ALGOS: dict[str, AlgoSpec] = _Algos()
+"""Registry key -> how to configure and build it, from `catalog.ALGORITHMS`."""
 
 
 def get_algo_spec(name: str) -> AlgoSpec:

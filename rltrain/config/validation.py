@@ -105,17 +105,12 @@ def default_num_envs(algo: AlgoConfig) -> int:
 
 
 def _check_seed_batch(cfg: TrainConfig) -> None:
-    """What `num_seeds > 1` runs today (rltrain/seeds/): the six built-in algorithms; PPO and A2C
-    with any network (recurrent and gSDE ones seed by seed), the off-policy ones without gSDE."""
-    from rltrain.seeds import BATCHABLE
-
+    """What `num_seeds > 1` runs today (rltrain/seeds/): every algorithm of
+    `catalog.ALGORITHMS` (stacked where its entry names a batched form, else seed by seed);
+    the off-policy ones without gSDE."""
     if cfg.seeds_per_trial > 1:
         raise UserError("num_seeds and seeds_per_trial both ask for several seeds: keep one "
                         "(num_seeds=N trains them together, seeds_per_trial=N in turn)")
-    if cfg.algo.name not in BATCHABLE:
-        raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch runs {', '.join(BATCHABLE)}; "
-                        f"algo={cfg.algo.name} trains one seed per process (num_seeds=1, or "
-                        f"seeds_per_trial={cfg.num_seeds} to train the seeds in turn)")
     if isinstance(cfg.algo, OffPolicyConfig) and getattr(cfg.algo, "use_sde", False):
         raise UserError(f"num_seeds={cfg.num_seeds}: the seed batch does not run gSDE for "
                         f"{cfg.algo.name.upper()} yet; drop algo.use_sde, or use num_seeds=1")

@@ -9,16 +9,13 @@ serves every seed, and every step that involves chance draws from that seed's ow
     stacked.py   the S networks as one: stacked parameters, a batched forward, copy back
     optim.py     Adam and gradient clipping over stacked parameters, per seed
     rng.py       one random stream per seed; the process-wide generators swapped in per seed
-    ppo.py       PPO's act/value/update over the batch (per-seed clipping, KL stop, metrics)
-    dqn.py       DQN's act/update over the batch (per-seed exploration and replay sampling)
-    members.py   PPO/A2C seeds whose networks cannot be stacked (recurrent, gSDE, images): each
-                 seed's own member in turn, exactly its single run
+    ppo.py, a2c.py, dqn.py, sac.py, deterministic.py   each algorithm's stacked form: its
+                 `algos/` math over stacked networks, with per-seed draws, KL stops and metrics
+                 (named by its `config.catalog.ALGORITHMS` entry)
+    members.py   seeds whose networks cannot be stacked (recurrent, gSDE, images), or whose
+                 algorithm has no stacked form: each seed's own member in turn, its single run
     batch.py     the seeds still training, and what each does alone (log, eval, save, fail)
     on_policy.py, off_policy.py   the loops over the batch, read top to bottom
     folder.py    a batch folder on disk: its seeds, and what resume=<batch> continues
     runner.py    builds the members, runs the loop, finishes each seed, writes the summary
 """
-
-BATCHABLE = ("ppo", "a2c", "dqn", "sac", "td3", "ddpg")
-"""The algorithms `num_seeds > 1` runs (`batch.BATCHED` holds their batched forms); torch-free,
-for the config check."""

@@ -4,22 +4,19 @@ and what each seed does on its own between updates (log, evaluate, checkpoint, f
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rltrain.config.catalog import ALGORITHMS
 from rltrain.envs.trust import resume_command
 from rltrain.errors import EnvError, TrainingError
 from rltrain.runner.context import LoopContext
 from rltrain.runner.runner import Runner
-from rltrain.seeds.a2c import SeedA2C
-from rltrain.seeds.deterministic import SeedDDPG, SeedTD3
-from rltrain.seeds.dqn import SeedDQN
-from rltrain.seeds.members import SeedMembers
-from rltrain.seeds.ppo import SeedPPO
+from rltrain.seeds.members import OffPolicyMembers, OnPolicyMembers
 from rltrain.seeds.rng import SeedStreams
-from rltrain.seeds.sac import SeedSAC
 from rltrain.seeds.stacked import NotStackable
 from rltrain.types import StepResult
 
@@ -49,30 +46,33 @@ def seed_lines(seed: int) -> Iterator[None]:
         log.removeFilter(prefix)
 
 
-BATCHED = {"ppo": SeedPPO, "a2c": SeedA2C, "dqn": SeedDQN, "sac": SeedSAC, "td3": SeedTD3,
-           "ddpg": SeedDDPG}
-"""The algorithms a seed batch runs, by `algo.name`, and their batched form."""
-
-
 def batched(runners: list[Runner], streams: SeedStreams, quiet: bool = False) -> Any:
-    """The batched algorithm over the runners' own algorithm objects (one of `BATCHED`); for
-    on-policy networks that cannot run stacked, each seed's own member in turn (`SeedMembers`,
-    said on the console unless `quiet`). Off-policy ones are refused (`NotStackable`)."""
+    """The batched algorithm over the runners' own algorithm objects: the stacked form its
+    `catalog.ALGORITHMS` entry names (`batched`), or, for an algorithm without one or networks
+    that cannot be stacked, each seed's own member in turn (`seeds/members.py`, said on the
+    console unless `quiet`): every algorithm runs as a batch."""
     name, members = runners[0].cfg.algo.name, [r.algo for r in runners]
+    entry = ALGORITHMS[name]
+    members_in_turn = OnPolicyMembers if entry.family == "on_policy" else OffPolicyMembers
+    spec = runners[0].env.spec
+
+    def in_turn(members: list[Any], streams: SeedStreams) -> Any:
+        return members_in_turn(members, streams, spec)
+
+    if entry.batched is None:
+        if not quiet:
+            log.info("num_seeds=%d: %s has no stacked form; each seed's own %s acts and updates "
+                     "in turn in this process", len(members), name.upper(), name.upper())
+        return in_turn(members, streams)
+    module, _, cls = entry.batched.partition(":")
     try:
-        return BATCHED[name](members, streams)
+        return getattr(importlib.import_module(module), cls)(members, streams)
     except NotStackable as exc:
-        if name not in MEMBER_LOOP:
-            raise
         if not quiet:
             log.info("num_seeds=%d: %s cannot run stacked (%s); each seed's own %s acts and "
                      "updates in turn in this process: its single run's results, without the "
                      "batched speed-up", len(members), name.upper(), exc.what, name.upper())
-        return SeedMembers(members, streams)
-
-
-MEMBER_LOOP = ("ppo", "a2c")
-"""The algorithms whose seeds run as `SeedMembers` when their networks cannot be stacked."""
+        return in_turn(members, streams)
 
 
 class SeedBatch:
