@@ -1,6 +1,6 @@
 """RunDir: the name of every file and folder in a run folder, in one place.
 
-A run folder (README "Run directory") holds everything needed to reproduce, resume, evaluate
+A run folder (docs/logging.md, "Run directory") holds everything needed to reproduce, resume, evaluate
 or export one run. Code that reads or writes one of its files asks a `RunDir` for the path
 instead of spelling the name again. Nothing here touches the disk except the probes that end
 `RunDir`.

@@ -62,8 +62,8 @@ class EnvConfig:
 
     id: str = "Pendulum-v1"
     """Gymnasium id (any registered id), `module:EnvId` (imports the module, which registers the
-    id), or `module:factory` (a callable building the env; see the README, "Use your own
-    environment")."""
+    id), or `module:factory` (a callable building the env; see docs/environments.md, "Use your
+    own environment")."""
     backend: str = "gymnasium"
     """`gymnasium`, or `torch`: the native batched torch twin of CartPole-v1 / Pendulum-v1,
     stepped on the training device."""
