@@ -197,7 +197,7 @@ def resume_run_dir(argv: list[str]) -> list[str]:
     """`resume=<run or ckpt>` continues in that run's folder: point Hydra's run dir there."""
     value = arg_value(argv, "resume")
     if value == "auto":
-        return _resume_auto_batch(argv)
+        return _resume_auto_batch(argv) or _resume_auto_run(argv)
     if not value or any(a.startswith("hydra.run.dir=") for a in argv):
         return []
     from rltrain.seeds.folder import batch_seeds
@@ -237,6 +237,18 @@ def _resume_auto_batch(argv: list[str]) -> list[str]:
     if not target or not batch_seeds(target) or not RunDir(Path(target)).can_resume():
         return []
     _check_batch_resume(Path(target), argv)
+    return [f"hydra.output_subdir={HYDRA}/resume"]
+
+
+def _resume_auto_run(argv: list[str]) -> list[str]:
+    """`resume=auto hydra.run.dir=<a run with a checkpoint to continue>` resumes that run as
+    `resume=<run>` does: its overrides checked now, and Hydra's record of this command kept
+    beside the run's own (`.hydra/resume/`), which it would otherwise replace."""
+    target = arg_value(argv, "hydra.run.dir")
+    paths = RunDir(Path(target)) if target and "${" not in target else None
+    if paths is None or not paths.latest.is_file() or paths.final.exists():
+        return []  # (as `runner.resume.find_resume_checkpoint("auto", ...)` finds nothing)
+    _check_resume(paths.latest, argv)
     return [f"hydra.output_subdir={HYDRA}/resume"]
 
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from rltrain.checkpoint.run_dir import RunDir
 from rltrain.cli.exit import EXIT_TRAINING, EXIT_USAGE, debug, fail
 from rltrain.errors import TrainingError, UserError
 from rltrain.parallel.world import SOLO, Solo, World, world_from_env
@@ -104,10 +103,10 @@ def _train_ranks(argv: list[str], world: World) -> None:
     """One rank of a torchrun job (see `rltrain/parallel/torchrun.py`): rank 0 guards the run folder,
     and removes the folders it created when the job fails before its first step."""
     global _COLLECTIVE
+    from rltrain import launch  # torch and torch.distributed: only under torchrun
     from rltrain.cli.run_target import arg_value, budget
-    from rltrain.parallel.torchrun import prepare
 
-    hydra_args, _COLLECTIVE, target, created = prepare(argv, world)
+    hydra_args, _COLLECTIVE, target, created = launch.ranks(world, argv)
     sys.argv = [sys.argv[0], *hydra_args]
     try:
         if target is None:
@@ -144,89 +143,25 @@ def _job(cfg: DictConfig) -> float:
 
 
 def _run_job(cfg: DictConfig) -> float:
+    """The job Hydra composed, run by `launch.run` as `rltrain.train()` runs one; exit 128 +
+    signal when a signal stopped it (what schedulers read; inside a search, with the line that
+    continues the search)."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    from rltrain.checkpoint import format as checkpoint
+    # torch, and everything a run builds: imported once a job runs, not by `rltrain list`,
+    # `--help` or a refused command line
+    from rltrain import launch
     from rltrain.config.compose import train_config_of
-    from rltrain.runner.resume import find_resume_checkpoint, resume_config
-    from rltrain.runner.runner import Runner
-    from rltrain.seeds.folder import batch_seeds
-    from rltrain.sweep.search import in_search, preempted
-    from rltrain.sweep.trial import fit_threads, run_seeds
+    from rltrain.sweep.search import preempted
+    from rltrain.sweep.trial import fit_threads
 
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    payload = None
-    if cfg.get("resume") and batch_seeds(run_dir if cfg.resume == "auto" else cfg.resume) and (
-            cfg.resume != "auto" or RunDir(run_dir).can_resume()):  # (auto: else a new batch)
-        return _resume_seed_batch(cfg, run_dir)
-    ckpt = find_resume_checkpoint(str(cfg.resume), run_dir) if cfg.get("resume") else None
-    if ckpt is not None:
-        payload = checkpoint.load(ckpt)
-        composed = OmegaConf.to_container(cfg, resolve=True)
-        train_cfg = resume_config(payload["config"], composed, list(HydraConfig.get().overrides.task),
-                                  str(ckpt))
-        log.info("resuming %s from %s", run_dir, ckpt)
-    else:
-        train_cfg = train_config_of(cfg)  # checked before Hydra started (unless a sweep's job)
-    train_cfg = fit_threads(train_cfg)
-    if train_cfg.seeds_per_trial > 1 and payload is None:
-        return run_seeds(train_cfg, run_dir)
-    if train_cfg.num_seeds > 1:
-        return _run_seed_batch(train_cfg, run_dir, payload)
-    runner = Runner(train_cfg, run_dir, resume_from=payload, collective=_COLLECTIVE)
-    runner.stop_line = not in_search()  # a search's trial: the search says how to continue
-    result = runner.run()
-    if "stopped" in result and runner.stopper.signum is not None:  # preempted: tell schedulers
-        preempted(runner.stopper.signum)
-    return float(result["mean_reward"])
-
-
-def _run_seed_batch(cfg: Any, run_dir: Path, payload: dict | None) -> float:
-    """`num_seeds=N`: the seeds as one batch (`rltrain/seeds/`); returns their final eval IQM."""
-    from rltrain.seeds.runner import SeedRunner
-    from rltrain.sweep.trial import write_seed_record
-
-    if payload is not None:  # resume= names one seed's checkpoint of a batch
-        raise UserError("resume= of one checkpoint continues one seed: add num_seeds=1, or "
-                        "resume the whole batch with resume=<batch folder>")
-    _check_no_ranks()
-    runner = SeedRunner(cfg, run_dir)
-    for seed in runner.seeds:
-        write_seed_record(run_dir, RunDir(run_dir).seed(seed).root, seed)
-    return _finish_seed_batch(runner)
-
-
-def _resume_seed_batch(cfg: DictConfig, run_dir: Path) -> float:
-    """`resume=<batch folder>`: every seed from where it is, as one batch again."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
-    from rltrain.runner.resume import resume_config
-    from rltrain.seeds.folder import batch_overrides
-    from rltrain.seeds.runner import SeedRunner
-
-    _check_no_ranks()
-    folder = run_dir if cfg.resume == "auto" else Path(str(cfg.resume))
-    composed = OmegaConf.to_container(cfg, resolve=True)
-    overrides = batch_overrides(folder, [o for o in HydraConfig.get().overrides.task
-                                         if o.lstrip("+~").split("=", 1)[0] != "resume"])
-    return _finish_seed_batch(SeedRunner.resumed(
-        folder, run_dir, lambda saved: resume_config(saved, composed, overrides, str(folder))))
-
-
-def _check_no_ranks() -> None:
-    if _COLLECTIVE.world.size > 1:
-        raise UserError("num_seeds > 1 under torchrun: pick one (a batch of seeds runs in one "
-                        "process; torchrun splits one seed's rollouts over processes)")
-
-
-def _finish_seed_batch(runner: Any) -> float:
-    """Run the batch; exit 128 + signal when a signal stopped it (schedulers read that)."""
-    from rltrain.sweep.search import in_search, preempted
-
-    runner.stop_line = not in_search()  # a search's trial: the search says how to continue
-    summary = runner.run()
-    if runner.signum is not None:  # preempted: tell schedulers
-        preempted(runner.signum)
-    return float(summary["mean_reward"])
+    hydra = HydraConfig.get()
+    job = launch.Job(
+        Path(hydra.runtime.output_dir), lambda: train_config_of(cfg), list(hydra.overrides.task),
+        lambda: OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type,return-value]
+        tune=fit_threads, collective=_COLLECTIVE)
+    outcome = launch.run(job, str(cfg.resume) if cfg.get("resume") else None)
+    if outcome.signum is not None:  # preempted: tell schedulers
+        preempted(outcome.signum)
+    return outcome.value
