@@ -12,14 +12,37 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rltrain"
+ENTRY_POINTS = ("rltrain.cli", "rltrain.launch", "rltrain.api")
+"""The command line, the launch functions both entry points call, and the Python API."""
+BELOW_ENTRY_POINTS = (
+    "rltrain.algos", "rltrain.buffers", "rltrain.checkpoint", "rltrain.config", "rltrain.envs",
+    "rltrain.evaluation", "rltrain.export", "rltrain.loggers", "rltrain.nets",
+    "rltrain.parallel.world", "rltrain.parallel.process_group", "rltrain.report",
+    "rltrain.runner", "rltrain.seeds", "rltrain.sweep")
+"""What the entry points are built from (torchrun's rank setup reads the command line's run
+folder helpers, `parallel/torchrun.py`, so it is not among them)."""
 # (importer prefix, imported prefix): layers that must not know each other
 FORBIDDEN = [
+    # an algorithm is math: no loop, sink, env, run config, file or seed batch
     ("rltrain.algos", "rltrain.runner"), ("rltrain.algos", "rltrain.loggers"),
     ("rltrain.algos", "rltrain.envs"), ("rltrain.algos", "rltrain.config"),
+    ("rltrain.algos", "rltrain.checkpoint"), ("rltrain.algos", "rltrain.seeds"),
+    # the envs own their config section (envs/config.py): nothing from config validation
     ("rltrain.envs", "rltrain.algos"), ("rltrain.envs", "rltrain.config"),
+    ("rltrain.envs", "rltrain.runner"),
     ("rltrain.nets", "rltrain.algos"), ("rltrain.nets", "rltrain.config"),
     ("rltrain.loggers", "rltrain.runner"), ("rltrain.loggers", "rltrain.config.registry"),
     ("rltrain.buffers", "rltrain.runner"), ("rltrain.buffers", "rltrain.algos"),
+    # checkpoint files and run folders: read by the layers above, reading none of them
+    ("rltrain.checkpoint", "rltrain.config"), ("rltrain.checkpoint", "rltrain.runner"),
+    ("rltrain.checkpoint", "rltrain.envs"), ("rltrain.checkpoint", "rltrain.algos"),
+    # a config is composed and validated before anything is built
+    ("rltrain.config", "rltrain.runner"), ("rltrain.config", "rltrain.seeds"),
+    ("rltrain.config", "rltrain.evaluation"), ("rltrain.config", "rltrain.sweep"),
+    # a seed batch and a sweep's trial are built from runners, never the other way round
+    ("rltrain.runner", "rltrain.seeds"), ("rltrain.runner", "rltrain.sweep"),
+    ("rltrain.evaluation", "rltrain.runner"),
+    *[(layer, entry) for layer in BELOW_ENTRY_POINTS for entry in ENTRY_POINTS],
 ]
 
 
@@ -93,3 +116,9 @@ def test_no_forbidden_arrow(graph, src, dst):
     arrows = sorted(f"{a} -> {b}" for a, targets in graph.items() if a.startswith(src)
                     for b in targets if b.startswith(dst))
     assert not arrows, arrows
+
+
+def test_the_package_root_shows_the_architecture():
+    # issue 45: 33 modules at the root hid the layers; the rest live in named sub-packages
+    modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(modules) <= 12, modules
