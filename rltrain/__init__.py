@@ -13,14 +13,17 @@ __all__ = ["Runner", "evaluate", "train"]
 
 def __getattr__(name: str) -> Any:
     if name == "train":
+        # start-up: `import rltrain` loads none of these (torch) until their first use
         from rltrain.api import train
 
         return train
     if name == "evaluate":
+        # start-up: `import rltrain` loads none of these (torch) until their first use
         from rltrain.evaluation.command import evaluate
 
         return evaluate
     if name == "Runner":
+        # start-up: `import rltrain` loads none of these (torch) until their first use
         from rltrain.runner.runner import Runner
 
         return Runner

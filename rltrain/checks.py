@@ -70,6 +70,7 @@ def check_device(key: str, name: str, here: bool = True) -> None:
     if kind == "cuda":
         _check_cuda(key, name, None if index is None else int(index))
     if kind == "mps":
+        # start-up: torch only for an MPS device (composing a config imports no torch)
         import torch
 
         if not torch.backends.mps.is_available():
@@ -78,6 +79,7 @@ def check_device(key: str, name: str, here: bool = True) -> None:
 
 
 def _check_cuda(key: str, name: str, index: int | None) -> None:
+    # start-up: torch only for a CUDA device (composing a config imports no torch)
     import torch
 
     if not torch.cuda.is_available():

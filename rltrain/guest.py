@@ -11,6 +11,8 @@ from typing import ParamSpec, TypeVar
 
 import torch
 
+from rltrain.checkpoint import format as checkpoint
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -28,8 +30,6 @@ def guest(console: bool = False) -> Iterator[None]:
       stderr (`logging.basicConfig` on the root logger, which stayed, changed the caller's own
       logging for good).
     """
-    from rltrain.checkpoint import format as checkpoint
-
     rng, dtype = checkpoint.rng_state(), torch.get_default_dtype()
     own = logging.getLogger("rltrain")
     handler = None

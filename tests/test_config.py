@@ -438,13 +438,14 @@ def test_a_single_cli_run_validates_and_checks_its_env_once(counted, tmp_path, m
     built: list[TrainConfig] = []
 
     class FakeRunner:  # the config's journey ends where the Runner starts
-        def __init__(self, cfg, run_dir, resume_from=None, collective=None):
+        def __init__(self, cfg, run_dir, **kwargs):
             built.append(cfg)
+            self.stopper = None
 
         def run(self):
             return {"mean_reward": 0.0}
 
-    monkeypatch.setattr("rltrain.runner.runner.Runner", FakeRunner)
+    monkeypatch.setattr("rltrain.launch.Runner", FakeRunner)
     argv = ["env=CartPole-v1", "net.hidden=[16]", "logger=none", f"hydra.run.dir={tmp_path}"]
     monkeypatch.setattr(sys, "argv", ["rltrain", *argv])
     cli.main()

@@ -283,9 +283,7 @@ class FakeRunner:
 
 @pytest.fixture
 def fake_runner(monkeypatch):
-    import rltrain.runner.runner
-
-    monkeypatch.setattr(rltrain.runner.runner, "Runner", FakeRunner)
+    monkeypatch.setattr(sweep_trial, "Runner", FakeRunner)
     FakeRunner.trained = []
     return FakeRunner
 

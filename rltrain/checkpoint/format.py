@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from rltrain.checkpoint.legacy_numpy import NUMPY_SCALAR_GLOBALS
+from rltrain.checkpoint.payload import check_payload
 from rltrain.checkpoint.run_dir import LATEST, PERIODIC_GLOB, RunDir
 from rltrain.errors import NONFINITE_HINT, TrainingError, UserError
 
@@ -362,8 +363,6 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu",
     """Load a checkpoint and check its fields (`rltrain.checkpoint.payload.check_payload`: `config` always,
     plus the parts in `require`), and for readers of `algo` that its weights are finite; any
     unreadable, foreign, malformed or damaged file is a one-line `UserError`."""
-    from rltrain.checkpoint.payload import check_payload
-
     p = resolve(path)
     try:
         with torch.serialization.safe_globals(NUMPY_SCALAR_GLOBALS):

@@ -14,6 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rltrain.errors import UserError
+
 HYDRA = ".hydra"  # also Hydra's `hydra.output_subdir` (conf/hydra), relative to the run folder
 CHECKPOINTS = "checkpoints"
 LATEST, BEST, FINAL = "latest.pt", "best.pt", "final.pt"
@@ -64,6 +66,7 @@ class RunDir:
         Hydra did not start (from Python, a seed of a batch or trial): `rltrain report` groups
         runs by them. `resume`: the record of a resume in the run's own folder, in
         `.hydra/resume/` (as `rltrain resume=` writes it; `report` merges its overrides)."""
+        # start-up: `rltrain list` imports this module, and needs no omegaconf
         from omegaconf import OmegaConf
 
         folder = self.resume_overrides.parent if resume else self.hydra
@@ -223,8 +226,6 @@ def claim_default_run_dir(now: datetime | None = None) -> Path:
     with a `-<k>` suffix when a run started in the same second already has it: `mkdir` claims
     a name atomically, so runs started together (parallel, or one after another within a
     second) never share a folder."""
-    from rltrain.errors import UserError
-
     now = now or datetime.now()
     base = Path("outputs") / day_folder(now) / now.strftime("%H-%M-%S")
     for k in range(1000):
@@ -240,8 +241,6 @@ def claim_default_run_dir(now: datetime | None = None) -> Path:
 def require_writable(folder: Path, why: str) -> None:
     """A one-line `UserError` (`why` first) when `folder`, or the nearest of its parents that
     exists, cannot be written: refused before the work whose result would go there."""
-    from rltrain.errors import UserError
-
     path = Path(folder).absolute()
     while not path.exists() and path != path.parent:
         path = path.parent

@@ -16,6 +16,7 @@ from typing import Any
 
 def __getattr__(name: str) -> Any:
     if name == "main":  # the package imports none of its modules: `launch` and `api` use some
+        # start-up and cycles: the package imports none of its modules (`launch` and `api` use some)
         from rltrain.cli.commands import main
 
         return main

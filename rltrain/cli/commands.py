@@ -35,6 +35,7 @@ def main() -> None:
             export_command(argv[1:])
             return
         if argv[:1] in (["list"], ["--list"]):
+            # start-up: rich's table for `rltrain list` only (every command imports this module)
             from rltrain.cli.listing import print_listing
 
             print_listing()
@@ -57,6 +58,7 @@ def main() -> None:
 
 def eval_command(argv: list[str]) -> dict:
     """`rltrain eval ckpt=... [episodes=N deterministic=false seed=S device=... video=true]`."""
+    # start-up: Hydra and torch only when this command runs (not for `rltrain list`)
     from rltrain.config.overrides import compose_checked
     from rltrain.config.schema import to_command_config
     from rltrain.config.store import register_configs
@@ -74,6 +76,7 @@ def eval_command(argv: list[str]) -> dict:
 
 def export_command(argv: list[str]) -> dict:
     """`rltrain export ckpt=... [format=onnx|torchscript out=FILE check_samples=N seed=S]`."""
+    # start-up: Hydra and torch only when this command runs (not for `rltrain list`)
     from rltrain.config.overrides import compose_checked
     from rltrain.config.schema import to_command_config
     from rltrain.config.store import register_configs
@@ -117,12 +120,14 @@ def _batch_shape(shape: list[int]) -> str:
 
 def report_command(argv: list[str]) -> None:
     """`rltrain report [folder]`: every run below a folder, grouped, as a table, CSV and plot."""
+    # start-up: Hydra, numpy and the report only when this command runs
     from rltrain.report.cli import report_main
 
     report_main(argv)
 
 
 def _print_eval_table(result: dict) -> None:
+    # start-up: rich only for the eval table (`--help` and refusals never print one)
     from rich.console import Console
     from rich.table import Table
 

@@ -14,6 +14,7 @@ import string
 from importlib import resources
 from typing import Any
 
+from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf, open_dict
 
 from rltrain.config.overrides import compose_checked, first_of_sweeps
@@ -46,7 +47,6 @@ def config_groups() -> dict[str, list[str]]:
     the ConfigStore's entries, a nested group (`env/ALE`) on its own; `hydra/` groups left out."""
     found: dict[str, set[str]] = {}
     _add_folder(resources.files("rltrain.conf"), "", found)
-    from hydra.core.config_store import ConfigStore
 
     _add_store(ConfigStore.instance().repo, "", found)
     return {group: sorted(options) for group, options in sorted(found.items())

@@ -14,9 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Quote, QuotedString
 
-from rltrain.checkpoint.run_dir import HYDRA, RunDir, claim_default_run_dir
+from rltrain.checkpoint.run_dir import HYDRA, RunDir, claim_default_run_dir, day_folder
+from rltrain.config.compose import composed_dict, normalize_overrides, register_options
+from rltrain.config.overrides import first_of_sweeps
 from rltrain.errors import TrainingError, UserError
+from rltrain.seeds.folder import batch_overrides, batch_seeds, resumable_seeds
 
 HYDRA_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve",
                "--shell-completion", "-sc", "--version")
@@ -51,7 +56,6 @@ def unquote(value: str) -> str:
     this: the quotes kept, `resume='/runs/été'` looked for a folder named `'/runs/été'`."""
     if len(value) < 2 or value[0] not in "'\"" or value[-1] != value[0]:
         return value
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
         parsed = OverridesParser.create().parse_override(f"key={value}").value()
@@ -64,9 +68,6 @@ def hydra_quoted(value: str) -> str:
     """`value` written so that Hydra's override grammar reads it back unchanged: as typed
     when it can (`outputs/2024-01-01/10-00-00`), else quoted (`'/runs/my runs/été'`: Hydra
     refuses non-ASCII letters unquoted)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import Quote, QuotedString
-
     try:
         if OverridesParser.create().parse_override(f"key={value}").value() == value:
             return value
@@ -114,7 +115,7 @@ def claim_run_dir(argv: list[str]) -> tuple[Path | None, list[Path]]:
     """(`single_run_dir(argv)`, the folders claiming it created: the run folder and those of its
     parents that did not exist, innermost first), so that a run failing before its first step
     can leave none of them (`runner.ownership.clear_failed_start`). ([]: nothing to remove.)"""
-    from rltrain.checkpoint.run_dir import day_folder
+    # start-up: only once a run folder is claimed (--help and refused command lines claim none)
     from rltrain.runner.ownership import new_folders
 
     given = arg_value(argv, "hydra.run.dir")
@@ -200,14 +201,14 @@ def resume_run_dir(argv: list[str]) -> list[str]:
         return _resume_auto_batch(argv) or _resume_auto_run(argv)
     if not value or any(a.startswith("hydra.run.dir=") for a in argv):
         return []
-    from rltrain.seeds.folder import batch_seeds
 
     if batch_seeds(value):  # a num_seeds batch: every seed's checkpoint, the batch's folder
         _check_batch_resume(Path(value), argv)
         return [f"hydra.run.dir={hydra_quoted(str(Path(value)))}",
                 f"hydra.output_subdir={HYDRA}/resume"]
+    # start-up: torch (and the run-folder helpers) only when resuming
     from rltrain.runner.ownership import check_not_live
-    from rltrain.runner.resume import find_resume_checkpoint  # torch: only when resuming
+    from rltrain.runner.resume import find_resume_checkpoint
 
     if Path(value).is_dir():  # a live run may have no checkpoint yet: say that it is live
         check_not_live(Path(value))
@@ -220,8 +221,6 @@ def resume_run_dir(argv: list[str]) -> list[str]:
 def _check_batch_resume(folder: Path, argv: list[str]) -> None:
     """Refuse a resume of the batch in `folder` that would change its experiment (`num_seeds=`
     and `seed=` restating the batch's own values are accepted)."""
-    from rltrain.seeds.folder import batch_overrides, resumable_seeds
-
     argv = batch_overrides(folder, argv)
     for ckpt in resumable_seeds(folder).values():
         _check_resume(ckpt, argv)
@@ -232,7 +231,6 @@ def _resume_auto_batch(argv: list[str]) -> list[str]:
     overrides checked as `resume=<batch>`'s, and Hydra's record of this command kept beside
     the batch's (`.hydra/resume/`), which tells that it is a batch."""
     target = arg_value(argv, "hydra.run.dir")
-    from rltrain.seeds.folder import batch_seeds
 
     if not target or not batch_seeds(target) or not RunDir(Path(target)).can_resume():
         return []
@@ -296,6 +294,7 @@ def _checkpoint_algo(target: Path) -> list[str]:
     is none to read: a resume without its run's record still checks `algo.*` against its own
     algorithm (`ppo_lstm` for PPO with an LSTM core, the option that sets it)."""
     try:
+        # start-up: torch only when resuming (a new run's command line imports none)
         from rltrain.checkpoint import format as checkpoint
         from rltrain.checkpoint.payload import RESUME
         from rltrain.runner.resume import find_resume_checkpoint
@@ -324,12 +323,11 @@ def resumed_config(argv: list[str]) -> Any:
     value = arg_value(argv, "resume")
     if not value or value == "auto":
         return None
+    # start-up: torch only when resuming (a new run's command line imports none)
     from rltrain.runner.resume import find_resume_checkpoint
-    from rltrain.seeds.folder import batch_seeds
 
     if batch_seeds(value):
         return None
-    from rltrain.config.compose import normalize_overrides, register_options
 
     argv = normalize_overrides(argv)
     register_options(argv)  # the env options it names, and the schemas
@@ -339,10 +337,9 @@ def resumed_config(argv: list[str]) -> Any:
 def _check_resume(ckpt: Path, argv: list[str]) -> Any:
     """Refuse experiment-changing overrides now, before Hydra records anything in the run;
     returns the config the resume trains with."""
+    # start-up: torch only when resuming (a new run's command line imports none)
     from rltrain.checkpoint import format as checkpoint
     from rltrain.checkpoint.payload import RESUME
-    from rltrain.config.compose import composed_dict
-    from rltrain.config.overrides import first_of_sweeps
     from rltrain.runner.resume import resume_config
 
     saved = checkpoint.load(ckpt, require=RESUME)["config"]  # a damaged file fails first, fast

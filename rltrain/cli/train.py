@@ -23,6 +23,7 @@ log = logging.getLogger("rltrain")
 
 def train_command(argv: list[str]) -> None:
     """Validate the overrides, then hand over to Hydra (which also serves --help, --cfg, -m)."""
+    # start-up: Hydra and yaml only for a training command line (not for `rltrain list`)
     from rltrain.cli.run_target import (
         HYDRA_FLAGS,
         arg_value,
@@ -53,6 +54,7 @@ def train_command(argv: list[str]) -> None:
     register_options(argv)
     flags = any(a.split("=")[0] in HYDRA_FLAGS for a in argv)
     if flags:  # --help, --cfg ...: Hydra composes, nothing runs
+        # start-up: Hydra's help only for --help
         from rltrain.cli.help import app_help
 
         text = app_help(argv)  # --help without Hydra's slow group listing
@@ -83,6 +85,7 @@ def _train_in(target: Path, created: list[Path], resume: str | None,
     there and checked (`check_target`). A run that fails before its first step leaves none of
     `created` (the folders this command made): only Hydra's record and the log of a failure
     already on the console would be in them."""
+    # start-up: `rltrain list` imports this module; it needs no run folder helpers
     from rltrain.runner.ownership import check_target, clear_failed_start, remove_empty, run_lock
 
     cleared = False
@@ -103,7 +106,8 @@ def _train_ranks(argv: list[str], world: World) -> None:
     """One rank of a torchrun job (see `rltrain/parallel/torchrun.py`): rank 0 guards the run folder,
     and removes the folders it created when the job fails before its first step."""
     global _COLLECTIVE
-    from rltrain import launch  # torch and torch.distributed: only under torchrun
+    # start-up: torch and torch.distributed only under torchrun (`rltrain list` imports this module)
+    from rltrain import launch
     from rltrain.cli.run_target import arg_value, budget
 
     hydra_args, _COLLECTIVE, target, created = launch.ranks(world, argv)
@@ -126,6 +130,7 @@ _COLLECTIVE: Solo = SOLO
 def _train_task() -> None:
     """Hand `sys.argv` to Hydra (imported here: `rltrain list` and the error paths before it
     never pay for it), which calls `_job` once per job."""
+    # start-up: Hydra only once a command line is checked (`rltrain list` and refusals never pay for it)
     import hydra
 
     hydra.main(version_base="1.3", config_path="pkg://rltrain.conf", config_name="config")(_job)()
@@ -146,6 +151,7 @@ def _run_job(cfg: DictConfig) -> float:
     """The job Hydra composed, run by `launch.run` as `rltrain.train()` runs one; exit 128 +
     signal when a signal stopped it (what schedulers read; inside a search, with the line that
     continues the search)."""
+    # start-up: Hydra, torch and everything a run builds only once a job runs
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 

@@ -29,6 +29,7 @@ from rltrain.config.overrides import (
     preset_overrides,
     sweep_variants,
 )
+from rltrain.config.registry import check_action_space
 from rltrain.config.schema import TrainConfig
 from rltrain.config.store import register_configs
 from rltrain.config.validation import to_train_config
@@ -115,7 +116,7 @@ def check_sweep(overrides: list[str]) -> None:
 
 def _check_action_spaces(algos: list[str], envs: dict[str, Any]) -> None:
     """Each algorithm against each env's action space (`check_action_space`)."""
-    from rltrain.config.registry import check_action_space
+    # start-up: torch only to check an env's action space (composing imports none)
     from rltrain.envs.make import make_env
 
     for env_id, env_cfg in envs.items():

@@ -6,6 +6,7 @@ config, then validate it) raise `UserError` naming the bad part and the closest 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import os
@@ -18,7 +19,12 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
+from rltrain.config import schema as config
+from rltrain.config.registry import ALGOS
+from rltrain.config.validation import to_train_config
+from rltrain.envs.families import legacy_atari_hint, without_legacy_atari
 from rltrain.errors import UserError
+from rltrain.loggers.base import check_backends
 from rltrain.text import closest
 
 if TYPE_CHECKING:
@@ -34,11 +40,9 @@ def check_overrides(overrides: list[str]) -> TrainConfig:
 def check_composed(cfg: DictConfig) -> TrainConfig:
     """The validated `TrainConfig` of a composed config, once the packages of the chosen loggers
     are known to be installed and the env to resolve (without building it)."""
-    from rltrain.config.validation import to_train_config
-
     train_cfg = to_train_config(cfg)
-    from rltrain.envs.check import check_env  # gymnasium: imported for a valid config only
-    from rltrain.loggers.base import check_backends
+    # start-up: gymnasium only for a config that is valid so far (a refused one imports none)
+    from rltrain.envs.check import check_env
 
     check_backends(train_cfg.logger)
     check_env(train_cfg.env)  # imports what env.id / env.imports name: a bad one fails here
@@ -159,6 +163,7 @@ def env_choices(argv: list[str]) -> list[str]:
     `env.imports=` are imported first, so that the ids they register count as gymnasium ids."""
     modules = _env_imports(argv)
     if modules:  # gymnasium comes with envs.custom: only a command line that names modules pays
+        # start-up: gymnasium (and the user's modules) only when env.imports= names some
         from rltrain.envs.custom import import_modules
 
         import_modules(modules)
@@ -223,10 +228,6 @@ def _explain_command(exc: BaseException, config_name: str) -> str:
     (`algo=dqn`: the checkpoint fixes algo and env) or a bare path where `ckpt=` was meant."""
     schema = _COMMAND_SCHEMAS.get(config_name)
     if schema is not None:
-        import dataclasses
-
-        from rltrain.config import schema as config
-
         fields = ", ".join(f.name for f in dataclasses.fields(getattr(config, schema)))
         text = str(exc)
         m = re.search(r"Could not override '([^']+)'\. No match in the defaults list", text)
@@ -257,9 +258,8 @@ def explain(exc: BaseException) -> str:
         options = re.findall(r"^\t(\S+)$", text, flags=re.M)
         options = [o for o in options if not o.endswith("_schema")]
         if group == "env":
+            # start-up: gymnasium only to explain an unknown env id
             import gymnasium as gym
-
-            from rltrain.envs.families import legacy_atari_hint, without_legacy_atari
 
             hint = legacy_atari_hint(option)
             if hint is not None:
@@ -296,10 +296,6 @@ def _conversion_error(text: str) -> tuple[str, str, str] | None:
 
 def _shape(type_name: str) -> str:
     """`a list [a, b]`, or `a mapping {name: ..., kwargs: ...}` for a config dataclass."""
-    import dataclasses
-
-    from rltrain.config import schema as config
-
     if type_name in ("ListConfig", "list"):
         return "a list like [a, b]"
     cls = getattr(config, type_name, None)
@@ -347,11 +343,6 @@ def _section_fields_named(key: str) -> list[str]:
     """`algo.lr`, `env.num_envs` ...: the fields called `key` of the training config's sections;
     an algorithm field that not every algorithm has names those that do (`algo.n_steps (a2c,
     ppo)`). `name` is left out: it is set by the `algo=` choice."""
-    import dataclasses
-
-    from rltrain.config import schema as config
-    from rltrain.config.registry import ALGOS
-
     if key == "name":
         return []
     out = []

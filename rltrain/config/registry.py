@@ -8,6 +8,7 @@ run builds one, so composing, validating and `rltrain --help` never pay for torc
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -117,8 +118,7 @@ def _continuous_hint(env_id: str, action_kind: str) -> str:
     if sibling is not None:
         return f"; or env={sibling} is its {'Box' if action_kind == 'discrete' else 'Discrete'} version"
     try:
-        import inspect
-
+        # start-up: gymnasium only on this error path (the table imports neither torch nor gymnasium)
         import gymnasium as gym
         from gymnasium.envs.registration import load_env_creator
 
@@ -134,6 +134,7 @@ def _continuous_hint(env_id: str, action_kind: str) -> str:
 
 def _sibling_id(env_id: str, to_continuous: bool) -> str | None:
     """`LunarLanderContinuous-v3` for `LunarLander-v3` (and back) when gymnasium registers it."""
+    # start-up: gymnasium only on this error path (the table imports neither torch nor gymnasium)
     import gymnasium as gym
 
     name, sep, version = env_id.rpartition("-v")

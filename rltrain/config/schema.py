@@ -45,7 +45,6 @@ class EvalConfig:
     """Evaluation envs are seeded with `seed + seed_offset`, apart from the training envs'
     `seed + i` (>= 0)."""
 
-
 @dataclass
 class CheckpointConfig:
     """When checkpoints are written and how many periodic ones are kept."""
@@ -56,7 +55,6 @@ class CheckpointConfig:
     """Periodic checkpoints kept on disk; `latest.pt`, `best.pt` and `final.pt` are always kept."""
     save_buffer: bool = False
     """Off-policy: save the replay buffer in checkpoints so a resume is bit-for-bit (large files)."""
-
 
 @dataclass
 class TrainConfig:
@@ -93,7 +91,6 @@ class TrainConfig:
     """Continue a run: its directory or a checkpoint file; `auto` resumes this run dir if it has one."""
     preset: str | None = None
     """Name of the tuned preset applied from `conf/tuned/` (informational; set by the preset)."""
-
 
 @dataclass
 class EvalRunConfig:
@@ -148,6 +145,7 @@ class ExportConfig:
 
     def validate(self) -> ExportConfig:
         """Raise a one-line `UserError` for a value `rltrain export` cannot use."""
+        # start-up: torch, which export's formats import; only `rltrain export` validates this config
         from rltrain.export.formats import FORMATS
 
         if self.format not in FORMATS:

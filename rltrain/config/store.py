@@ -13,7 +13,11 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
+from hydra.core.config_store import ConfigStore
+
+from rltrain.config.registry import ALGOS
 from rltrain.config.schema import ENV_ALIASES, EnvConfig, EvalRunConfig, ExportConfig, TrainConfig
+from rltrain.envs.families import family_of, register_on_demand
 
 
 def register_configs(env_ids: Iterable[str] | None = None) -> None:
@@ -23,10 +27,6 @@ def register_configs(env_ids: Iterable[str] | None = None) -> None:
     ones on its command line: every stored entry makes each Hydra compose slower); None stores
     every registered id.
     """
-    from hydra.core.config_store import ConfigStore
-
-    from rltrain.config.registry import ALGOS
-
     _share_in_repository_copies(ConfigStore)
     cs = ConfigStore.instance()
     _store(cs, None, "train_schema", TrainConfig)
@@ -91,8 +91,6 @@ def preset_env_name(option: str) -> str | None:
     option `option`: an alias names itself and its gymnasium id names the alias
     (`HalfCheetah-v5` -> `halfcheetah`), every Atari game (`ALE/...` id or alias) is `atari`;
     None for any other id. A preset file that does not exist simply means no preset."""
-    from rltrain.envs.families import family_of
-
     gym_id = ENV_ALIASES.get(option, option)
     if family_of(gym_id) == "atari":
         return "atari"
@@ -148,9 +146,8 @@ def _known_ids(env_ids: list[str] | None) -> list[str]:
     to look up: `rltrain --help`, and a command line without `env=`, never pay for it."""
     if env_ids == []:
         return []
+    # start-up: gymnasium only when an env id is named (its registry is read)
     import gymnasium as gym
-
-    from rltrain.envs.families import register_on_demand
 
     if env_ids is None:
         return list(gym.registry)

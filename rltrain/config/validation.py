@@ -15,12 +15,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from rltrain.algos.configs.base import AlgoConfig, OffPolicyConfig
 from rltrain.checks import (
+    available_memory,
     check_device,
     check_fraction,
     check_non_negative,
     check_positive,
     check_seed,
 )
+from rltrain.config.registry import get_algo_spec
 from rltrain.config.schema import TrainConfig
 from rltrain.envs.config import (
     OFF_POLICY_NUM_ENVS,
@@ -42,8 +44,6 @@ def to_train_config(cfg: DictConfig | dict, here: bool | None = None) -> TrainCo
 
     `here` (see `validate`) defaults to True for a composed config, False for a plain dict.
     """
-    from rltrain.config.registry import get_algo_spec
-
     if here is None:  # a checkpoint's dict names the device it was trained on, maybe not this one
         here = isinstance(cfg, DictConfig)
     if isinstance(cfg, DictConfig):
@@ -153,8 +153,6 @@ def _check_seed_memory(cfg: TrainConfig) -> None:
     """Refuse a `num_seeds` batch that cannot fit in this machine's memory, before anything
     is built: each seed is a whole run (envs, networks, buffers, folder), and `num_seeds=10**9`
     grew until the kernel killed the process."""
-    from rltrain.checks import available_memory
-
     free = available_memory()
     per_seed = seed_bytes(cfg)
     if free is None or per_seed * cfg.num_seeds <= free:

@@ -144,6 +144,7 @@ class AtariFrames(gym.Wrapper):
             ale.getScreenRGB(buf)
 
     def _observe(self, pooled: bool) -> np.ndarray:
+        # optional extra: OpenCV, for Atari ids only (`pip install "rltrain[atari]"`)
         import cv2
 
         frame = np.maximum(self._frames[0], self._frames[1]) if pooled else self._frames[0]

@@ -14,6 +14,7 @@ import dataclasses
 import numpy as np
 import torch
 
+from rltrain.envs.atari import describe
 from rltrain.envs.config import EnvConfig
 from rltrain.errors import UserError
 from rltrain.types import StepResult
@@ -155,8 +156,6 @@ def wrap_atari_vec(env, cfg: EnvConfig, training: bool):
 def preprocessing_line(env, cfg: EnvConfig) -> str:
     """The console line naming the parts of a training env's preprocessing that are on (the
     Runner says it with its start lines, after the checks: a refused run prints nothing)."""
-    from rltrain.envs.atari import describe
-
     return describe(cfg, training=True, fire=_has_fire(env))
 
 

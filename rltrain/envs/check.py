@@ -37,7 +37,8 @@ def check_env(cfg: EnvConfig) -> None:
             raise UserError("env.vectorization=async has no meaning with env.backend=torch "
                             "(the native env steps the whole batch in this process)")
         import_modules(cfg.imports)
-        from rltrain.envs.native import check_native_kwargs  # torch: the native envs need it
+        # start-up: torch, which the native envs need; checking a gymnasium env imports none
+        from rltrain.envs.native import check_native_kwargs
 
         check_native_kwargs(cfg.id, dict(cfg.kwargs))
         return

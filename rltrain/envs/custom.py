@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 
 from rltrain.envs.families import (
     family_of,
@@ -53,7 +54,6 @@ class EnvSource:
     """None for a registered id; else the user's callable."""
     batched: bool = False
     """The factory builds the whole batch (`num_envs` in its signature) and returns a VecEnv."""
-
 
 def import_module(name: str) -> ModuleType:
     """Import a user module; a failure is one line naming it and the original error.
@@ -167,8 +167,6 @@ _MAKE_KWARGS = ("max_episode_steps", "disable_env_checker")
 def check_registered_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
     """Refuse `env.kwargs` the entry point of a registered id cannot take, before anything is
     built: `gymnasium.make` passes them, over the id's registered kwargs, to that entry point."""
-    from gymnasium.envs.registration import load_env_creator
-
     spec = gym.spec(env_id)
     creator = spec.entry_point
     if isinstance(creator, str):

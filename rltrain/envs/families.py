@@ -111,10 +111,12 @@ def register_on_demand(env_id: str) -> None:
     once `ale_py` is registered, which happens here, only when such an id is used (importing
     ale-py takes most of a second; a missing extra is one line naming it), and the velocity-
     masked `*NoVel-*` ids (`envs/no_velocity.py`) are registered when named."""
+    # start-up: gymnasium only to register an id (`rltrain list` imports this module)
     import gymnasium as gym
 
     if family_of(env_id) == "atari":
         require_extra(env_id)
+        # start-up: ale_py (most of a second) only for ALE ids; optional extra
         import ale_py
 
         # its banner on every command (and before a one-line error): warnings and errors only
@@ -124,6 +126,7 @@ def register_on_demand(env_id: str) -> None:
         return
     if env_id in gym.registry:
         return
+    # start-up: gymnasium only to register an id (`rltrain list` imports this module)
     from rltrain.envs.no_velocity import NO_VELOCITY, register_no_velocity
 
     if env_id in NO_VELOCITY:

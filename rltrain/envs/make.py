@@ -27,6 +27,8 @@ from rltrain.envs.custom import (
 from rltrain.envs.frame_stack import VectorFrameStack
 from rltrain.envs.native import make_native
 from rltrain.envs.normalize import NormalizeObs, ScaleReward, normalized_entries
+from rltrain.envs.snapshot import capture_problem as gym_problem
+from rltrain.envs.snapshot import has_protocol, restore, snapshot
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
 from rltrain.errors import UserError
 
@@ -187,9 +189,6 @@ class Resumed:
 
 def capture_problem(env: VecEnv) -> str | None:
     """None when `resume_state` can save the whole episode state of `env`; else why not."""
-    from rltrain.envs.snapshot import capture_problem as gym_problem
-    from rltrain.envs.snapshot import has_protocol
-
     if any(isinstance(layer, VectorFrameStack) for layer in _wrappers(env)):
         return "the observation stack of env.frame_stack is not saved"
     base = _wrappers(env)[-1]
@@ -204,8 +203,6 @@ def resume_state(env: VecEnv) -> dict:
     """Normalizer statistics, plus everything needed to continue `env`'s episodes exactly
     (reward-scaling return, episode accumulators, simulator state), but the latter only when
     the whole of it can be saved (`capture_problem`): never a part of an episode."""
-    from rltrain.envs.snapshot import snapshot
-
     out = env_state(env)
     if capture_problem(env) is not None:
         return out
@@ -227,8 +224,6 @@ def resume_state(env: VecEnv) -> dict:
 def load_resume_state(env: VecEnv, state: dict) -> Resumed:
     """Restore `resume_state`, all or nothing: the normalizer statistics always; the episode
     state only when this env can take all of it, else nothing of it (see `Resumed.reason`)."""
-    from rltrain.envs.snapshot import restore
-
     load_env_state(env, state)
     problem = capture_problem(env)
     if problem is not None:

@@ -21,6 +21,7 @@ _seen: set[str] = set()
 def route_mujoco_warnings() -> None:
     """Log MuJoCo's warnings from now on (see the module docstring), unless a handler is set
     already: this one, or the user's own, which is left as it is."""
+    # optional extra: MuJoCo, for its envs only (`pip install "rltrain[mujoco]"`)
     import mujoco
 
     if mujoco.get_mju_user_warning() is None:

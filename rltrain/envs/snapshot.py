@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from gymnasium.envs.registration import EnvSpec
 
+from rltrain.errors import UserError
 from rltrain.text import first_line
 
 VERSION = 2
@@ -53,7 +54,6 @@ _DTYPE = re.compile(r"[<>|=]?[biuf][1248]")
 
 class Mismatch(ValueError):
     """A saved snapshot that does not fit the live env (nothing has been written back)."""
-
 
 # ---- what can be captured -------------------------------------------------------------------
 
@@ -268,8 +268,6 @@ def _plan_generator(live: np.random.Generator, saved: Any, where: str) -> Any:
 
 def _load_protocol(env: Any, state: Any, where: str) -> None:
     """Hand a decoded `sim_state()` back to the env; its refusal stops the resume."""
-    from rltrain.errors import UserError
-
     try:
         env.load_sim_state(state)
     except Exception as exc:  # the user's code: any failure is one line, not a traceback

@@ -56,6 +56,7 @@ def code_modules(env: Any) -> dict[str, str]:
 
 def named_code(overrides: Iterable[str]) -> NamedCode:
     """The modules and env id named by `env.import=`/`env.imports=`/`env.id=` overrides."""
+    # start-up: Hydra only to read a quoted override (`rltrain list` imports this module)
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     modules: set[str] = set()

@@ -9,7 +9,12 @@ from typing import Any
 import torch
 
 from rltrain.checkpoint import format as checkpoint
+from rltrain.checkpoint.payload import EVAL
 from rltrain.checkpoint.run_dir import RunDir
+from rltrain.config.registry import get_algo_spec
+from rltrain.config.validation import to_train_config
+from rltrain.envs.atari import check_frame_layout
+from rltrain.envs.make import load_env_state
 from rltrain.envs.trust import NamedCode, require_named
 from rltrain.envs.vec_env import VecEnv
 from rltrain.errors import UserError
@@ -21,10 +26,6 @@ def load_checkpoint(ckpt: str | Path, device: str = "cpu", named: NamedCode | No
 
     Refuses a checkpoint whose env names code (a module) that `named` does not name.
     """
-    from rltrain.checkpoint.payload import EVAL
-    from rltrain.config.validation import to_train_config
-    from rltrain.envs.atari import check_frame_layout
-
     refuse_seed_batch(ckpt)
     path = checkpoint.resolve(ckpt)
     payload = checkpoint.load(path, map_location=device, require=EVAL)
@@ -54,9 +55,6 @@ def build_agent(cfg: Any, env: VecEnv, payload: dict[str, Any], path: Path, devi
     Like training, this applies the run's `torch_threads` to the process: with torch's default
     (every core) a 5-env CartPole eval took 6-9 s instead of 0.34 s on a busy 2-core machine.
     """
-    from rltrain.config.registry import get_algo_spec
-    from rltrain.envs.make import load_env_state
-
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)
     load_env_state(env, payload.get("env", {}))

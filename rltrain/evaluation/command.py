@@ -11,11 +11,20 @@ from typing import Any
 
 import torch
 
-from rltrain.checkpoint.run_dir import RunDir
+from rltrain.checkpoint.run_dir import RunDir, require_writable
+from rltrain.config.schema import EvalRunConfig
+from rltrain.envs.make import make_env
 from rltrain.envs.trust import NamedCode
 from rltrain.errors import UserError
 from rltrain.evaluation.agent import build_agent, load_checkpoint
 from rltrain.evaluation.episodes import episode_targets, run_episodes
+from rltrain.evaluation.video import (
+    make_recording_env,
+    number_like_results,
+    publish_videos,
+    require_av,
+    staged_videos,
+)
 from rltrain.guest import as_guest
 from rltrain.threads import torch_threads
 
@@ -41,15 +50,11 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     the folder's `eval/results.json` names). `named` is the user code named on the command line
     (see `envs/trust.py`): a checkpoint whose env needs other code is refused.
     """
-    from rltrain.config.schema import EvalRunConfig
-
     request = EvalRunConfig(str(ckpt), episodes, deterministic, seed, device, num_envs, video,
                             video_episodes)
     _check_request(request, write)
     path, payload, cfg = load_checkpoint(ckpt, device, named)
     if write or video:
-        from rltrain.checkpoint.run_dir import require_writable
-
         require_writable(RunDir.of_checkpoint(path).eval_results.parent,
                          "evaluate writes eval/results.json into the run folder (copy the run "
                          "somewhere writable; from Python, write=False)")
@@ -59,12 +64,9 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     with torch_threads(), _staged(folder if video else None) as staging:  # threads given back
         if staging is not None:
             k = episodes if video_episodes is None else min(video_episodes, episodes)
-            from rltrain.evaluation.video import make_recording_env
 
             env = make_recording_env(cfg.env, device, episode_targets(k, n), staging, videos)
         else:
-            from rltrain.envs.make import make_env
-
             env = make_env(cfg.env, device, num_envs=n, training=False)
         try:
             algo = build_agent(cfg, env, payload, path, device)
@@ -80,8 +82,6 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     if note is not None:
         result["note"] = note
     if video:
-        from rltrain.evaluation.video import number_like_results, publish_videos
-
         numbered = number_like_results(videos, result["returns"])
         result["videos"] = [str(p) for p in publish_videos(numbered, folder, staging)]
     if write:
@@ -101,8 +101,6 @@ def _check_request(request: Any, write: bool) -> None:
         raise UserError("evaluate(video=True, write=False): videos are written to the run's "
                         "eval/videos/ beside eval/results.json; pass write=True, or video=False")
     if request.video:
-        from rltrain.evaluation.video import require_av
-
         require_av()  # a missing extra fails now, before any episode runs
 
 
@@ -110,6 +108,5 @@ def _staged(folder: Path | None) -> Any:
     """`video.staged_videos(folder)`, or a context giving None when there is no video."""
     if folder is None:
         return contextlib.nullcontext()
-    from rltrain.evaluation.video import staged_videos
 
     return staged_videos(folder)

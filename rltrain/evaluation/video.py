@@ -44,6 +44,7 @@ VIDEO_EXTRA = 'pip install "rltrain[video]"'
 def require_av() -> Any:
     """The `av` module, or a one-line `UserError` naming the extra to install."""
     try:
+        # optional extra: PyAV, for videos only (`pip install "rltrain[video]"`)
         import av
     except ImportError as exc:
         raise UserError(f"video=true needs PyAV (the `av` package): {VIDEO_EXTRA}") from exc

@@ -11,11 +11,16 @@ import numpy as np
 import torch
 
 from rltrain.checkpoint.run_dir import RunDir, require_writable
+from rltrain.config.schema import ExportConfig
+from rltrain.envs.config import atari_preprocess
+from rltrain.envs.families import family_of
+from rltrain.envs.make import make_env
 from rltrain.envs.masks import action_mask
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
+from rltrain.evaluation.agent import build_agent, load_checkpoint
 from rltrain.export import formats
 from rltrain.export.check import Agreement, compare_actions, sample_observations
 from rltrain.export.module import ExportedPolicy, find_layer, torch_actions
@@ -35,9 +40,6 @@ def export_policy(ckpt: str | Path, fmt: str = "onnx", out: str | Path | None = 
     (discrete or box), `obs_shape`, `action_shape` (per observation) and `normalized_obs`.
     `named`: the user code named on the command line (see `envs/trust.py`).
     """
-    from rltrain.envs.make import make_env
-    from rltrain.evaluation.agent import build_agent, load_checkpoint
-
     _check_request(ckpt, fmt, out, check_samples, seed)
     path, payload, cfg = load_checkpoint(ckpt, "cpu", named)
     target = Path(out) if out else RunDir.of_checkpoint(path).export / formats.FORMATS[fmt]
@@ -87,8 +89,6 @@ def _check_request(ckpt: str | Path, fmt: str, out: str | Path | None, check_sam
     """Refuse (one line), before anything is loaded, what `export_policy` cannot do: its
     arguments as `rltrain export` checks them (an `ExportConfig`), a format whose extra is
     missing, a folder given as the output file."""
-    from rltrain.config.schema import ExportConfig
-
     ExportConfig(str(ckpt), fmt, None if out is None else str(out), check_samples,
                  seed).validate()
     formats.check_format(fmt)
@@ -192,9 +192,6 @@ def export_metadata(cfg: Any, env: Any, space: gym.spaces.Box,
     """What a user of the exported file must reproduce (`formats.METADATA_KEY`): the env id,
     the observation shape and dtype, for Atari runs the preprocessing (`env.atari`), and for a
     recurrent policy its state's shape per row and how to start it."""
-    from rltrain.envs.config import atari_preprocess
-    from rltrain.envs.families import family_of
-
     meta: dict[str, Any] = {"env_id": cfg.env.id, **obs_description(space),
                             "action_kind": env.spec.action_kind,
                             "action_dim": env.spec.action_dim}

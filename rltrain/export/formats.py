@@ -67,6 +67,7 @@ def write(fmt: str, module: nn.Module, example: torch.Tensor | tuple[torch.Tenso
     text = json.dumps(metadata or {}, sort_keys=True)
     if fmt == "onnx":
         _write_onnx(module, example, names, path)
+        # optional extra: ONNX, for format=onnx only (`pip install "rltrain[export]"`)
         import onnx
 
         model = onnx.load(str(path))
@@ -86,6 +87,7 @@ def write(fmt: str, module: nn.Module, example: torch.Tensor | tuple[torch.Tenso
 def read_metadata(fmt: str, path: Path) -> dict[str, Any]:
     """The `METADATA_KEY` metadata `write` stored in an export ({} when there is none)."""
     if fmt == "onnx":
+        # optional extra: ONNX, for format=onnx only (`pip install "rltrain[export]"`)
         import onnx
 
         props = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
@@ -136,6 +138,7 @@ def _dynamic_shapes(names: list[str], batch: Any) -> tuple[Any, ...]:
 def load(fmt: str, path: Path) -> Runner:
     """Reload a written export the way a user would: ONNX Runtime, or `torch.jit.load`."""
     if fmt == "onnx":
+        # optional extra: ONNX Runtime, for format=onnx only (`pip install "rltrain[export]"`)
         import onnxruntime
 
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])

@@ -15,6 +15,7 @@ from torch import nn
 from rltrain import obs as obs_ops
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
+from rltrain.evaluation.episodes import PolicyStepper
 from rltrain.obs import Obs
 from rltrain.types import CHOICE_KINDS
 
@@ -127,8 +128,6 @@ def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray | dict[str, np
     normalizer, the torch policy (with the action `mask` when given, as evaluation's
     `PolicyStepper` passes it), and `GymVecEnv.to_env_action` for Box actions. A recurrent
     policy steps from `state` (evaluation's own `act_step`): returns (actions, next state)."""
-    from rltrain.evaluation.episodes import PolicyStepper
-
     gym_env = find_layer(env, GymVecEnv)
     norm = find_layer(env, NormalizeObs)
     assert isinstance(gym_env, GymVecEnv)

@@ -17,6 +17,7 @@ from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.logging import RichHandler
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.text import Text
 
@@ -41,8 +42,6 @@ def shared_console() -> Console:
 def console_handler() -> logging.Handler:
     """Rich log records on a terminal (through the shared console), plain lines otherwise."""
     if sys.stdout.isatty():
-        from rich.logging import RichHandler
-
         return RichHandler(console=shared_console(), show_path=False, markup=False,
                            log_time_format="[%X]")
     handler = logging.StreamHandler(sys.stdout)

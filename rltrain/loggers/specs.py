@@ -36,24 +36,28 @@ class LoggerSpec:
 
 
 def _wandb(cfg: LoggerConfig, run: RunDir, purge_step: int, config: dict[str, Any]) -> Logger:
+    # optional extra: wandb, for logger=wandb only (`pip install "rltrain[wandb]"`)
     from rltrain.loggers.wandb import WandbLogger
 
     return WandbLogger(cfg.wandb, run.root, config, resumed=purge_step > 0)
 
 
 def _swanlab(cfg: LoggerConfig, run: RunDir, purge_step: int, config: dict[str, Any]) -> Logger:
+    # optional extra: SwanLab, for logger=swanlab only (`pip install "rltrain[swanlab]"`)
     from rltrain.loggers.swanlab import SwanlabLogger
 
     return SwanlabLogger(cfg.swanlab, run.root, config, resumed=purge_step > 0)
 
 
 def _tensorboard(cfg: LoggerConfig, run: RunDir, purge_step: int, config: dict[str, Any]) -> Logger:
+    # start-up: tensorboard (most of a second) only for logger=tensorboard
     from rltrain.loggers.tensorboard import TensorBoardLogger
 
     return TensorBoardLogger(run.tb, purge_step, config)
 
 
 def _csv(cfg: LoggerConfig, run: RunDir, purge_step: int, config: dict[str, Any]) -> Logger:
+    # start-up: a logger's module only when a run builds it (composing a config imports none)
     from rltrain.loggers.csv import CSVLogger
 
     return CSVLogger(run.metrics_csv, purge_step)

@@ -11,6 +11,9 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
+
 from rltrain.text import dotted
 
 if TYPE_CHECKING:
@@ -35,8 +38,6 @@ class TensorBoardLogger:
     def writer(self) -> SummaryWriter:
         """The event file's writer, opened (with the config table at step 0) on first use."""
         if self._writer is None:
-            from torch.utils.tensorboard import SummaryWriter
-
             # purge_step hides events logged after the checkpoint a resumed run starts from
             purge = self.purge_step + 1 if self.purge_step else None
             self._writer = SummaryWriter(log_dir=str(self.log_dir), purge_step=purge)
@@ -57,7 +58,6 @@ class TensorBoardLogger:
         # only the session's start and end: without an experiment summary TensorBoard builds the
         # experiment from every run's session, so the columns of a sweep are the union of its
         # runs' hyperparameters, and those that differ between runs are marked (and shown)
-        from torch.utils.tensorboard.summary import hparams
 
         _, start, end = hparams(self.hparams, final)
         self.writer.file_writer.add_summary(start)

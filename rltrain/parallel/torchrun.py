@@ -18,8 +18,20 @@ import os
 import sys
 from pathlib import Path
 
+from rltrain.cli.run_target import (
+    arg_value,
+    budget,
+    claim_run_dir,
+    resume_run_dir,
+    resumed_config,
+    with_run_dir,
+)
+from rltrain.config.compose import compose_train_config
+from rltrain.config.registry import get_algo_spec
 from rltrain.errors import TrainingError, UserError
 from rltrain.parallel.world import Solo, World
+from rltrain.runner.ownership import check_target
+from rltrain.runner.setup import check_data_parallel, resolve_device
 
 POINTERS = Path("outputs") / ".torchrun"
 """Where rank 0 notes each job's run folder, for a restarted group to find it."""
@@ -31,11 +43,6 @@ def prepare(argv: list[str], world: World,
             ) -> tuple[list[str], Solo, Path | None, list[Path]]:
     """(this rank's Hydra arguments, the job's collectives, the run folder for rank 0 to lock
     and check, None on the other ranks; the folders rank 0 created for it)."""
-    from rltrain.cli.run_target import resumed_config, with_run_dir
-    from rltrain.config.compose import compose_train_config
-    from rltrain.config.registry import get_algo_spec
-    from rltrain.runner.setup import check_data_parallel, resolve_device
-
     if any(a in ("-m", "--multirun") for a in argv):
         raise UserError("a sweep (-m) under torchrun would run every job on every rank: start "
                         "torchrun per job, or sweep without torchrun (hydra/launcher=...)")
@@ -78,9 +85,6 @@ def _pick_run_dir(argv: list[str]) -> tuple[list[str], list[str], Path, list[Pat
     """Rank 0: (the arguments, with those a restart adds; what `resume=` adds; the run folder,
     checked the way a plain run's is, so a refusal comes before anything runs; the folders
     claiming it created)."""
-    from rltrain.cli.run_target import arg_value, budget, claim_run_dir, resume_run_dir
-    from rltrain.runner.ownership import check_target
-
     argv = restarted(argv)
     extra = resume_run_dir(argv)
     target, created = claim_run_dir([*argv, *extra])
@@ -121,8 +125,6 @@ def note_run_dir(argv: list[str], target: Path) -> None:
 def restarted(argv: list[str]) -> list[str]:
     """A group torchrun restarted continues the first attempt's run: in its folder, from its
     `latest.pt` (`resume=auto`). Unchanged on a first attempt or with a `resume=` given."""
-    from rltrain.cli.run_target import arg_value
-
     if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) == 0 or arg_value(argv, "resume"):
         return argv
     pointer = _pointer(argv)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+from rich.console import Console
 
 from rltrain.errors import UserError
 from rltrain.report.plot import GROUP_CURVES, plot_groups
@@ -40,8 +41,6 @@ def report_main(argv: list[str]) -> list[GroupSummary]:
 
 def write_report(folder: Path, out: Path | None = None, console: Any = None) -> list[GroupSummary]:
     """Report on every run below `folder`: print the table, write the CSV and the curves PNG."""
-    from rich.console import Console
-
     if not folder.is_dir():
         raise UserError(f"report: folder {folder} does not exist")
     if console is None:  # not a terminal: rich would wrap the table at 80 columns

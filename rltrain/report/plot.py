@@ -20,6 +20,7 @@ GROUP_CURVES = "learning_curves.png"
 
 
 def _axes(title: str, ylabel: str = "eval return") -> tuple[Any, Any]:
+    # start-up: matplotlib (about a second) only when a figure is drawn
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(8, 5), dpi=100, layout="constrained")

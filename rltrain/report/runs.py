@@ -185,6 +185,7 @@ def read_csv(path: Path) -> Scalars:
 
 def read_tensorboard(tb_dir: Path) -> Scalars:
     """Scalars of the TensorBoard events in `tb_dir`, read with tensorboard's EventAccumulator."""
+    # start-up: tensorboard (most of a second) only for runs without metrics.csv
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     if not tb_dir.is_dir():

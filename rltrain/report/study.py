@@ -6,12 +6,14 @@ best trial's configuration again (checked by composing it)."""
 from __future__ import annotations
 
 import logging
+import math
 import shlex
 import warnings
 from pathlib import Path
 from typing import Any
 
 import yaml
+from omegaconf import OmegaConf
 
 from rltrain.errors import UserError
 from rltrain.text import dotted
@@ -37,6 +39,7 @@ def write_study_report(folder: Path, out: Path | None = None) -> list[Path]:
     if not (folder / STUDY_DB).is_file():
         return []
     try:
+        # optional extra: optuna, for a search's report only (`pip install "rltrain[sweep]"`)
         import optuna
     except ImportError:
         log.warning("%s: the study plots need optuna: pip install \"rltrain[sweep]\"", folder)
@@ -58,10 +61,11 @@ def write_study_report(folder: Path, out: Path | None = None) -> list[Path]:
 
 
 def _plots(study: Any, folder: Path) -> list[Path]:
+    # start-up: matplotlib (about a second) only when a figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # (after choosing the headless backend)
 
     written = []
     for name, draw in (("history", _history), ("importances", _importances),
@@ -83,12 +87,14 @@ def _plots(study: Any, folder: Path) -> list[Path]:
 
 
 def _history(study: Any) -> Any:
+    # optional extra: optuna, for a search's report only (`pip install "rltrain[sweep]"`)
     from optuna.visualization.matplotlib import plot_optimization_history
 
     return plot_optimization_history(study).figure
 
 
 def _importances(study: Any) -> Any:
+    # start-up: matplotlib (about a second) only when a figure is drawn; optuna, an optional extra
     import matplotlib.pyplot as plt
     from optuna.importance import MeanDecreaseImpurityImportanceEvaluator, get_param_importances
 
@@ -108,6 +114,7 @@ def _importances(study: Any) -> Any:
 def _parallel(study: Any) -> Any:
     """One line per completed trial across one vertical axis per parameter (each scaled to its
     search range, log ranges in log), coloured by the objective; the best trial drawn thick."""
+    # start-up: matplotlib (about a second) only when a figure is drawn; optuna, an optional extra
     import matplotlib.pyplot as plt
     import optuna
 
@@ -147,8 +154,6 @@ def _searched(study: Any) -> list[str]:
 
 def _position(trial: Any, name: str) -> float:
     """`trial`'s value of `name` within its search range, 0..1 (log ranges in log space)."""
-    import math
-
     if name not in trial.params:
         return math.nan
     dist, value = trial.distributions[name], trial.params[name]
@@ -201,8 +206,7 @@ def best_command(trial_dir: Path) -> str:
 
 def _validated(composed: dict[str, Any]) -> dict[str, Any]:
     """A trial's saved (composed) config as the run used it: validated, defaults filled in."""
-    from omegaconf import OmegaConf
-
+    # start-up: the config package only for a search's best trial (`rltrain report` of runs)
     from rltrain.config.schema import config_to_dict
     from rltrain.config.validation import to_train_config
 
@@ -211,6 +215,7 @@ def _validated(composed: dict[str, Any]) -> dict[str, Any]:
 
 def _differences(overrides: list[str], saved: dict[str, Any]) -> dict[str, Any]:
     """The saved values that composing `overrides` does not give back."""
+    # start-up: the config package only for a search's best trial (`rltrain report` of runs)
     from rltrain.config.compose import compose_train_config
     from rltrain.config.schema import config_to_dict
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
+from rich.table import Table
 
 from rltrain.report.runs import Run
 from rltrain.report.stats import bootstrap_ci, iqm, mean_std
@@ -68,9 +70,6 @@ def format_duration(seconds: float) -> str:
 
 def print_table(groups: list[GroupSummary], title: str, console: object = None) -> None:
     """Print the groups as a rich table."""
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=title, title_justify="left")
     table.add_column("group", overflow="fold", ratio=3)
     for col in ("runs", "final eval (mean ± std)", "IQM [95% CI]", "best", "env steps",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,9 @@ import torch
 from rltrain.algos.configs.base import OffPolicyConfig
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.config.schema import TrainConfig
+from rltrain.config.store import preset_env_name
+from rltrain.envs.config import AtariConfig
+from rltrain.envs.families import family_of
 from rltrain.envs.trust import resume_command
 from rltrain.nets.encoder import describe
 from rltrain.nets.spec import resolve_nets
@@ -51,11 +56,6 @@ def say_setup(cfg: TrainConfig, num_envs: int, resumed: bool = False) -> None:
 def warn_unused_atari(cfg: TrainConfig) -> None:
     """A warning when `env.atari.*` is set for an env the Atari preprocessing does not apply to
     (a sweep over envs may set it for all of them, so not an error)."""
-    import dataclasses
-
-    from rltrain.envs.config import AtariConfig
-    from rltrain.envs.families import family_of
-
     if family_of(cfg.env.id) == "atari":
         return
     default = AtariConfig()
@@ -80,10 +80,6 @@ def _unused_preset(cfg: TrainConfig) -> str:
     """` (conf/tuned/ppo_halfcheetah.yaml exists: env=halfcheetah applies it, ...)` when a
     preset exists for the run's algorithm and env that its options did not choose (`env.id=`,
     `~tuned`); else ""."""
-    from importlib import resources
-
-    from rltrain.config.store import preset_env_name
-
     env_name = preset_env_name(cfg.env.id)
     if env_name is None:
         return ""

@@ -44,6 +44,7 @@ def finished_step(run_dir: Path) -> int | None:
     final = RunDir(run_dir).final
     if not final.is_file():
         return None
+    # start-up: torch only to read a checkpoint (claiming a run folder imports none)
     from rltrain.checkpoint import format as checkpoint
 
     try:

@@ -10,12 +10,15 @@ import torch
 
 from rltrain import obs as obs_ops
 from rltrain.checkpoint import format as checkpoint
+from rltrain.checkpoint.payload import RESUME, check_fits, check_payload
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.config.schema import TrainConfig
 from rltrain.config.validation import to_train_config
+from rltrain.envs.atari import check_frame_layout
 from rltrain.envs.make import load_resume_state, resume_state
 from rltrain.envs.trust import named_code, require_named
 from rltrain.errors import UserError
+from rltrain.evaluation.agent import load_algo
 from rltrain.runner.context import LoopContext
 from rltrain.runner.schedule import Schedule
 
@@ -105,10 +108,6 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
     """Put a freshly built run (`ctx`, `schedule`, `ctx.replay`) back into the state stored in
     `payload` (checked first: a missing or mistyped field is a one-line `UserError`, before
     anything is changed)."""
-    from rltrain.checkpoint.payload import RESUME, check_fits, check_payload
-    from rltrain.envs.atari import check_frame_layout
-    from rltrain.evaluation.agent import load_algo
-
     where = cfg.resume if cfg.resume not in (None, "", "auto") else "the checkpoint to resume"
     check_payload(payload, where, RESUME)
     check_frame_layout(cfg.env, cfg.algo.net.encoder, payload["algo"], where)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.errors import UserError
 
@@ -21,7 +23,6 @@ def batch_seeds(folder: str | Path) -> list[int] | None:
     config = RunDir(Path(folder)).hydra_config
     if not Path(folder).is_dir() or not config.is_file():
         return None
-    from omegaconf import OmegaConf
 
     try:
         saved = OmegaConf.load(config)

@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 
 from rltrain.checkpoint.run_dir import RunDir, seed_overrides
-from rltrain.config.schema import TrainConfig
+from rltrain.config.schema import TrainConfig, config_to_dict
 from rltrain.envs.trust import resume_command
 from rltrain.errors import UserError
+from rltrain.report.cli import write_report
 from rltrain.report.stats import bootstrap_ci, iqm
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
@@ -207,7 +208,6 @@ class SeedRunner:
         root = RunDir(self.run_dir)
         if root.is_hydra_run():
             return
-        from rltrain.config.schema import config_to_dict
 
         root.write_record(config_to_dict(self.cfg), self.overrides)
         for seed, runner in zip(self.seeds, self.runners, strict=True):
@@ -250,8 +250,6 @@ class SeedRunner:
                  ", ".join(f"seed {s}: {v:.2f}" for s, v in finals.items()),
                  "".join(f"; seed {s} failed: {why}" for s, why in failed.items()))
         if finals:
-            from rltrain.report.cli import write_report
-
             try:
                 write_report(self.run_dir)
             except UserError as exc:  # e.g. no seed evaluated: the runs themselves are complete

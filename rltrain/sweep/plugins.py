@@ -54,6 +54,7 @@ def check_plugins(argv: list[str]) -> None:
 
 def _check_sqlalchemy() -> None:
     """optuna 2.10 (the one hydra-optuna-sweeper allows) cannot use SQLite with SQLAlchemy 2."""
+    # start-up: importlib.metadata (~15 ms, email and csv with it) only for +hpo= searches
     from importlib.metadata import PackageNotFoundError, version
 
     try:

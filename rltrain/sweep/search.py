@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.errors import UserError
+from rltrain.runner.ownership import check_not_live, run_lock
 
 log = logging.getLogger("rltrain")
 
@@ -69,8 +70,6 @@ class _Search:
     def lock(self, folder: Path, study: str) -> None:
         """Make and hold the study's folder for this search; one line when a live search
         holds it."""
-        from rltrain.runner.ownership import check_not_live, run_lock
-
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -17,11 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, ListConfig, OmegaConf, read_write
 
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.errors import UserError
+from rltrain.runner.ownership import check_not_live
 from rltrain.sweep.search import SEARCH
 
 log = logging.getLogger("rltrain")
@@ -47,6 +49,7 @@ def settle_trials(storage: Any, study_name: str | None, trials_dir: Path | None,
     other machines) running trials are left as they are. A storage that cannot be read, or a
     `direction` other than the study's, is a one-line `UserError`.
     """
+    # optional extra: optuna, for +hpo= searches only (`pip install "rltrain[sweep]"`)
     import optuna
 
     study = _load_study(storage, study_name, direction)
@@ -61,6 +64,7 @@ def settle_trials(storage: Any, study_name: str | None, trials_dir: Path | None,
 
 def _load_study(storage: Any, study_name: str | None, direction: Any) -> Any:
     """The stored study (None when there is none yet), checked against `direction`."""
+    # optional extra: optuna and SQLAlchemy, for +hpo= searches only (`pip install "rltrain[sweep]"`)
     import optuna
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -87,6 +91,7 @@ def _load_study(storage: Any, study_name: str | None, direction: Any) -> Any:
 
 def _settle(study: Any, trial: Any, trials_dir: Path | None) -> None:
     """Record one trial left running (see `settle_trials`)."""
+    # optional extra: optuna, for +hpo= searches only (`pip install "rltrain[sweep]"`)
     from optuna.trial import TrialState
 
     if trials_dir is None:
@@ -111,8 +116,6 @@ def _settle(study: Any, trial: Any, trials_dir: Path | None) -> None:
 
 def _live(folder: Path) -> bool:
     """True when a live run holds `folder` or one of its seed folders (`run_lock`)."""
-    from rltrain.runner.ownership import check_not_live
-
     for run in (folder, *sorted(folder.glob("seed_*"))):
         try:
             check_not_live(run)
@@ -161,6 +164,7 @@ def _final_value(run_dir: Path) -> float | None:
     final = RunDir(run_dir).final
     if not final.is_file():
         return None
+    # start-up: torch only to read a trial's final.pt (a refused search imports none)
     from rltrain.checkpoint import format as checkpoint
 
     try:
@@ -253,8 +257,6 @@ class ResumeStudy(Callback):
         stopping (the trial completed; the next search records it from its folder) ends the
         search, and so does a run that a `STOP` file stopped (it would be recorded as complete
         with the value of an unfinished run)."""
-        from hydra.core.utils import JobStatus
-
         if not SEARCH.active:
             return
         SEARCH.in_job = False

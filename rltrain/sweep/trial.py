@@ -12,12 +12,15 @@ import signal
 from pathlib import Path
 from typing import Any, NoReturn
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from rltrain.checkpoint.run_dir import RunDir, seed_overrides
 from rltrain.config.schema import TrainConfig
 from rltrain.errors import UserError
 from rltrain.loggers.run_log import log_to
+from rltrain.runner.runner import Runner
 from rltrain.sweep.search import SEARCH
 
 log = logging.getLogger("rltrain")
@@ -39,9 +42,6 @@ def launcher_threads(launcher: dict[str, Any], cpus: int) -> int:
 
 def fit_threads(cfg: TrainConfig) -> TrainConfig:
     """In a multirun, turn `torch_threads=0` (torch's default: every core) into a fair share."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     hydra_cfg = HydraConfig.get()
     if cfg.torch_threads > 0 or hydra_cfg.mode != RunMode.MULTIRUN:
         return cfg
@@ -67,8 +67,6 @@ def run_seeds(cfg: TrainConfig, run_dir: Path) -> float:
     CLI does), also one that came while a seed's final checkpoints were written and other
     seeds are left; a `STOP` file (or a callback) leaves a `seeds.json` naming the stopped
     seed and returns NaN. `seeds.json` is written whole or not at all."""
-    from rltrain.runner.runner import Runner
-
     seeds, means = trial_seeds(cfg), []
     for seed in seeds:
         sub = RunDir(run_dir).seed(seed)

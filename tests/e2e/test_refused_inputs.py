@@ -228,12 +228,11 @@ def test_num_seeds_of_a_billion_is_refused_when_composed():
 
 def test_num_seeds_beyond_memory_is_one_line_before_anything_is_built(tmp_path, monkeypatch,
                                                                       capfd):
-    from rltrain import checks
     from rltrain.config.compose import compose_train_config
     from rltrain.config.validation import seed_bytes
 
     per_seed = seed_bytes(compose_train_config([*SMOKE, "num_seeds=2"]))
-    monkeypatch.setattr(checks, "available_memory", lambda: 2 * per_seed)
+    monkeypatch.setattr("rltrain.config.validation.available_memory", lambda: 2 * per_seed)
     compose_train_config([*SMOKE, "num_seeds=2"])  # exactly fits
     result = run_cli([*SMOKE, "num_seeds=3", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path,
                      monkeypatch, capfd)

@@ -119,12 +119,12 @@ def hook(monkeypatch: pytest.MonkeyPatch, phase: str, stop: Stop, batch: bool) -
 def no_plots(request, monkeypatch):
     """The learning-curve PNGs and the batch report (a second each, matplotlib) are drawn only
     where the phase tried is theirs: the batch summary."""
-    import rltrain.report.cli as report_cli
     import rltrain.runner.runner as runner_module
+    import rltrain.seeds.runner as seed_runner
 
     monkeypatch.setattr(runner_module, "write_run_curve", lambda run_dir: None)
     if "batch_summary" not in request.node.name:
-        monkeypatch.setattr(report_cli, "write_report", lambda folder: None)
+        monkeypatch.setattr(seed_runner, "write_report", lambda folder: None)
 
 
 PHASES = ("rollout", "update", "periodic_eval", "checkpoint_write", "final_eval",
