@@ -30,7 +30,7 @@ def test_every_tuned_preset_file_is_listed_under_its_env():
 
 
 def test_every_env_option_is_listed(tmp_path, monkeypatch, capfd):
-    """An alias (`env_aliases.py`) or a YAML of conf/env (`pixel_cartpole`): each is a row."""
+    """An alias (`envs/aliases.py`) or a YAML of conf/env (`pixel_cartpole`): each is a row."""
     from rltrain.envs.aliases import ENV_ALIASES
 
     yamls = {p.name[: -len(".yaml")] for p in resources.files("rltrain.conf").joinpath("env")
