@@ -16,10 +16,9 @@ from rltrain.config.validation import to_train_config
 from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import EnvError, UserError
-from rltrain.evaluation.command import evaluate
 from rltrain.nets.encoder import OneHot
 from rltrain.runner.runner import Runner
-from tests.envs.small_runs import small_run
+from tests.envs.small_runs import assert_evaluates_and_resumes_exactly, final_weights, small_run
 
 TRUSTED = NamedCode(frozenset({"tests.envs.space_envs"}))  # as env.import= on the command line
 ENVS = ["DiscreteObs", "MultiDiscreteObs", "MultiBinaryObs"]
@@ -28,12 +27,6 @@ NVEC = {"DiscreteObs": (4,), "MultiDiscreteObs": (3, 4), "MultiBinaryObs": (2, 2
 
 def overrides(env_class: str, algo: str, steps: int = 192, *extra: str) -> list[str]:
     return small_run(algo, f"tests.envs.space_envs:{env_class}", steps, *extra)
-
-
-def final_weights(run_dir) -> dict[str, torch.Tensor]:
-    payload = checkpoint.load(run_dir / "checkpoints" / "final.pt")
-    policy = payload["algo"]["policy"] if "policy" in payload["algo"] else payload["algo"]
-    return {k: v for k, v in policy.items() if isinstance(v, torch.Tensor)}
 
 
 @pytest.mark.parametrize("env_class", ENVS)
@@ -48,14 +41,7 @@ def test_every_algo_trains_evaluates_reloads_and_resumes_on_categorical_obs(algo
     if runner.replay is not None:  # the replay keeps the integers, not one-hot floats
         assert runner.replay.obs.dtype == torch.int64
         assert runner.replay.obs.shape[1:] == (len(NVEC[env_class]),)
-    # the checkpoint alone rebuilds the agent (`rltrain eval`, the env's module named as trusted)
-    again = evaluate(tmp_path / "a", episodes=2, named=TRUSTED)
-    assert again["episodes"] == 2 and np.isfinite(again["mean_reward"])
-    # resumed from the periodic checkpoint halfway, it ends where the straight run did
-    half = checkpoint.load(sorted((tmp_path / "a" / "checkpoints").glob("step_*.pt"))[0])
-    Runner(to_train_config(half["config"]), tmp_path / "r", resume_from=half).run()
-    a, r = final_weights(tmp_path / "a"), final_weights(tmp_path / "r")
-    assert a.keys() == r.keys() and all(torch.equal(a[k], r[k]) for k in a)
+    assert_evaluates_and_resumes_exactly(tmp_path / "a", tmp_path, TRUSTED)
 
 
 def test_one_hot_concatenates_one_block_per_entry():

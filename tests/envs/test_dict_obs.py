@@ -23,8 +23,7 @@ from rltrain.nets.encoder import DictEncoder, NatureCNN, OneHot, describe
 from rltrain.nets.spec import resolve_nets
 from rltrain.runner.runner import Runner
 from tests.envs.dict_envs import CueTask
-from tests.envs.small_runs import small_run
-from tests.envs.test_categorical_obs import final_weights
+from tests.envs.small_runs import final_weights, small_run
 
 TRUSTED = NamedCode(frozenset({"tests.envs.dict_envs"}))  # as env.import= on the command line
 FORMS = {"dict": ["+env.kwargs.nested=true"], "tuple": ["+env.kwargs.tuple=true"]}

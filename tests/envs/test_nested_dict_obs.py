@@ -7,19 +7,14 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
 
-from rltrain.checkpoint import format as checkpoint
 from rltrain.config.compose import compose_train_config
-from rltrain.config.validation import to_train_config
 from rltrain.envs.obs_space import leaves
 from rltrain.envs.trust import NamedCode
 from rltrain.errors import UserError
-from rltrain.evaluation.command import evaluate
 from rltrain.nets.encoder import DictEncoder, OneHot, module_name
 from rltrain.runner.runner import Runner
-from tests.envs.small_runs import small_run
-from tests.envs.test_categorical_obs import final_weights
+from tests.envs.small_runs import assert_evaluates_and_resumes_exactly, small_run
 
 ENV = "tests.envs.nested_envs:make_nested"
 TRUSTED = NamedCode(frozenset({"tests.envs.nested_envs"}))  # as env.import= on the command line
@@ -35,12 +30,7 @@ def test_nested_dict_obs_with_dotted_keys_train_evaluate_and_resume(algo, tmp_pa
     assert all(isinstance(m, OneHot) for m in encoder.encoders.values())
     result = runner.run()
     assert result["episodes"] == 2 and np.isfinite(result["mean_reward"])
-    again = evaluate(tmp_path / "a", episodes=2, named=TRUSTED)
-    assert again["episodes"] == 2 and np.isfinite(again["mean_reward"])
-    half = checkpoint.load(sorted((tmp_path / "a" / "checkpoints").glob("step_*.pt"))[0])
-    Runner(to_train_config(half["config"]), tmp_path / "r", resume_from=half).run()
-    a, r = final_weights(tmp_path / "a"), final_weights(tmp_path / "r")
-    assert a.keys() == r.keys() and all(torch.equal(a[k], r[k]) for k in a)
+    assert_evaluates_and_resumes_exactly(tmp_path / "a", tmp_path, TRUSTED)
 
 
 def test_encoder_names_are_the_keys_where_module_dict_accepts_them():
