@@ -25,6 +25,7 @@ from rltrain.checks import (
 from rltrain.config.registry import get_algo_spec
 from rltrain.config.schema import TrainConfig
 from rltrain.envs.config import (
+    BACKENDS,
     OFF_POLICY_NUM_ENVS,
     ON_POLICY_NUM_ENVS,
     PREPROCESS_SWITCH,
@@ -36,7 +37,6 @@ from rltrain.loggers.config import validate_logger
 from rltrain.nets.config import check_net
 
 _PROGRESS = ("auto", "bar", "plain", "off")
-_ENV_BACKENDS = ("gymnasium", "torch")
 
 
 def to_train_config(cfg: DictConfig | dict, here: bool | None = None) -> TrainConfig:
@@ -208,8 +208,8 @@ def _check_env(env: EnvConfig) -> None:
         raise UserError(f"env.frame_stack={env.frame_stack!r} must be a whole number >= 0")
     if env.vectorization not in ("sync", "async"):
         raise UserError(f"env.vectorization={env.vectorization!r}: choose sync or async")
-    if env.backend not in _ENV_BACKENDS:
-        raise UserError(f"env.backend={env.backend!r}: choose {' or '.join(_ENV_BACKENDS)}")
+    if env.backend not in BACKENDS:
+        raise UserError(f"env.backend={env.backend!r}: choose {', '.join(BACKENDS)}")
     check_atari(env.atari)
 
 

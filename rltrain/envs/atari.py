@@ -28,7 +28,7 @@ ATARI_HZ = 60
 
 def preprocessing(cfg: EnvConfig) -> bool:
     """Whether `cfg` asks for the Atari preprocessing (`env.atari.preprocess`, auto: ALE ids)."""
-    return cfg.backend == "gymnasium" and atari_preprocess(cfg, family_of(cfg.id))
+    return cfg.backend in ("gymnasium", "auto") and atari_preprocess(cfg, family_of(cfg.id))
 
 
 def check_frame_layout(cfg: EnvConfig, encoder: str, algo_state: dict[str, Any],

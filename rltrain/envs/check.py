@@ -15,6 +15,7 @@ from rltrain.envs.custom import (
     import_modules,
     resolve_env_id,
 )
+from rltrain.envs.engines.envpool import check_envpool
 from rltrain.errors import UserError
 
 
@@ -41,6 +42,9 @@ def check_env(cfg: EnvConfig) -> None:
         from rltrain.envs.native import check_native_kwargs
 
         check_native_kwargs(cfg.id, dict(cfg.kwargs))
+        return
+    if cfg.backend == "envpool":
+        check_envpool(cfg)
         return
     source = resolve_env_id(cfg.id, cfg.imports)
     if source.batched:

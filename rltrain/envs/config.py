@@ -64,9 +64,11 @@ class EnvConfig:
     """Gymnasium id (any registered id), `module:EnvId` (imports the module, which registers the
     id), or `module:factory` (a callable building the env; see docs/environments.md, "Use your
     own environment")."""
-    backend: str = "gymnasium"
-    """`gymnasium`, or `torch`: the native batched torch twin of CartPole-v1 / Pendulum-v1,
-    stepped on the training device."""
+    backend: str = "auto"
+    """What steps the envs: `auto` (EnvPool where it measured faster for the env's family and
+    `num_envs` and is installed, else gymnasium), `gymnasium`, `envpool` (the `envpool` extra;
+    registered classic, Box2D and MuJoCo ids, no wrappers or kwargs), or `torch`: the native
+    batched torch twin of CartPole-v1 / Pendulum-v1, stepped on the training device."""
     imports: list[str] = field(default_factory=list)
     """Modules imported before the env is made, so that they can register ids
     (`env.import=my_pkg.envs` is accepted on the command line too)."""
@@ -96,6 +98,9 @@ class EnvConfig:
     atari: AtariConfig = field(default_factory=AtariConfig)
     """Atari preprocessing (no-op reset, frame skip, 84x84 grayscale, frame stack, ...)."""
 
+
+BACKENDS = ("auto", "gymnasium", "envpool", "torch")
+"""The values of `env.backend`."""
 
 PREPROCESS_SWITCH = {"true": True, "on": True, "yes": True, "1": True,
                      "false": False, "off": False, "no": False, "0": False}

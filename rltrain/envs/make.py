@@ -24,6 +24,8 @@ from rltrain.envs.custom import (
     make_gym_env,
     resolve_env_id,
 )
+from rltrain.envs.engines.choice import choose
+from rltrain.envs.engines.envpool import make_envpool
 from rltrain.envs.frame_stack import VectorFrameStack
 from rltrain.envs.native import make_native
 from rltrain.envs.normalize import NormalizeObs, ScaleReward, normalized_entries
@@ -55,7 +57,8 @@ def _make_one(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
 
 
 def _make_vec(cfg: EnvConfig, device: torch.device | str, n: int) -> VecEnv:
-    """The unnormalized `VecEnv`: native (backend=torch), the user's batched env, or gymnasium."""
+    """The unnormalized `VecEnv`: native (backend=torch), the user's batched env, or
+    gymnasium's or EnvPool's vector env (`engines/choice.py` picks for backend=auto)."""
     check_env(cfg)
     if cfg.backend == "torch":
         return make_native(cfg.id, n, device, cfg.max_episode_steps, **dict(cfg.kwargs))
@@ -68,9 +71,21 @@ def _make_vec(cfg: EnvConfig, device: torch.device | str, n: int) -> VecEnv:
         if env.spec.num_envs != n:
             raise UserError(f"env factory {cfg.id} built {env.spec.num_envs} envs; asked for {n}")
         return ContractChecked(env, cfg.id)
-    fns = [partial(_make_one, cfg) for _ in range(n)]
-    vec_cls = AsyncVectorEnv if cfg.vectorization == "async" else SyncVectorEnv
-    return GymVecEnv(vec_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP), device, name=cfg.id)
+    engine = choose(cfg, n)
+    if engine.backend == "envpool":
+        venv = make_envpool(cfg, n)
+    else:
+        fns = [partial(_make_one, cfg) for _ in range(n)]
+        vec_cls = AsyncVectorEnv if cfg.vectorization == "async" else SyncVectorEnv
+        venv = vec_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    env = GymVecEnv(venv, device, name=cfg.id)
+    env.engine_note = engine.note
+    return env
+
+
+def engine_note(env: VecEnv) -> str | None:
+    """The start line on which engine steps `env` and why (`engines/choice.py`), if any."""
+    return getattr(_wrappers(env)[-1], "engine_note", None)
 
 
 def make_env(

@@ -72,6 +72,8 @@ def layers(env: gym.Env) -> list[gym.Env]:
 
 def capture_problem(venv: gym.vector.VectorEnv) -> str | None:
     """None when `snapshot` captures the whole state of `venv`; else why not (one phrase)."""
+    if isinstance(getattr(venv, "capture_problem", None), str):  # a C++ engine says it
+        return venv.capture_problem
     if not isinstance(venv, gym.vector.SyncVectorEnv):
         return (f"{type(venv).__name__} keeps its envs in other processes, whose simulator "
                 f"state is not saved")

@@ -101,6 +101,9 @@ class GymVecEnv:
     row's value this step (for a row that ended, its reset info), NaN where a row gave none.
     `reset()` keeps the same of its reset info in `reset_info` (VecEnv wrappers read them)."""
 
+    engine_note: str | None = None
+    """The start line on the engine that steps these envs (`engines/choice.py`), if any."""
+
     def __init__(self, venv: gym.vector.VectorEnv, device: torch.device | str = "cpu",
                  name: str = "env"):
         self.venv, self.name = venv, name

@@ -15,7 +15,7 @@ from rltrain.config.registry import check_action_space, get_algo_spec
 from rltrain.config.schema import TrainConfig, config_to_dict
 from rltrain.envs.atari import preprocessing
 from rltrain.envs.atari_vec import preprocessing_line
-from rltrain.envs.make import env_state, load_env_state, make_env
+from rltrain.envs.make import engine_note, env_state, load_env_state, make_env
 from rltrain.envs.normalize import running_statistics
 from rltrain.errors import EnvError
 from rltrain.evaluation.episodes import EvalInterrupted, eval_metrics, run_episodes
@@ -217,6 +217,8 @@ class Runner:
         say_setup(self.cfg, envs, resumed=self.resumed)
         if preprocessing(self.cfg.env):
             log.info(preprocessing_line(self.env, self.cfg.env))
+        if engine_note(self.env):
+            log.info(engine_note(self.env))
         say_encoders(self.cfg.algo, self.env.spec)
 
     def _train_and_finish(self) -> dict[str, Any]:

@@ -1,0 +1,204 @@
+"""Env engines side by side (issue 46): env steps/s of each engine per family and env count,
+random actions through rltrain's VecEnv (what training sees), then end to end under PPO, back
+to back in one process on this machine. `env.backend=auto` follows this table
+(`rltrain/envs/engines/choice.py`; tests/envs/test_engines.py checks they agree).
+
+    python benchmarks/env_engines.py                      # everything (~15 min on 2 cores)
+    python benchmarks/env_engines.py --families CartPole --envs 1 8 --no-ppo --seconds 1
+
+Random actions: `make_env(env.backend=<engine>)` stepped with actions drawn before the clock
+starts. Breakout adds the raw C++ engines without rltrain's adapter (ale-py's
+`AtariVectorEnv`, EnvPool's Breakout-v5, both 84x84 gray, skip 4, stack 4) beside rltrain's
+gymnasium path, which preprocesses each env in Python. PPO: `rltrain.train` with the family's
+tuned preset where there is one, `env.num_envs=N`, a rollout of ~2048 steps, evaluation off;
+env steps/s of the training loop (`final/wall_clock_s`: the final evaluation left out). Writes benchmarks/results/env_engines.json
+and .md after every cell (an interrupted run keeps what it measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
+FAMILIES = {"CartPole": ("CartPole-v1", "classic"), "LunarLander": ("LunarLander-v3", "box2d"),
+            "Hopper": ("Hopper-v5", "mujoco"), "HalfCheetah": ("HalfCheetah-v5", "mujoco"),
+            "Breakout": ("ALE/Breakout-v5", "atari")}
+ENGINES = ("gymnasium", "envpool")
+PPO_STEPS = {"CartPole": 32768, "LunarLander": 32768, "Hopper": 16384, "HalfCheetah": 16384,
+             "Breakout": 4096}
+"""Env steps of each end-to-end PPO cell (~10-30 s on 2 cores)."""
+
+
+def _rate(step, num_envs: int, seconds: float) -> float:
+    """Env steps/s (summed over envs) of calling `step(i)`, after a short warm-up."""
+    for i in range(3):
+        step(i)
+    count, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        step(count)
+        count += 1
+    return count * num_envs / elapsed
+
+
+def random_rate(env_id: str, engine: str, n: int, seconds: float) -> float | None:
+    """rltrain's VecEnv of `env_id` on `engine`, random actions; None where it cannot run."""
+    import torch
+
+    from rltrain.envs.config import EnvConfig
+    from rltrain.envs.make import make_env
+    from rltrain.errors import UserError
+
+    try:
+        env = make_env(EnvConfig(id=env_id, backend=engine, num_envs=n))
+    except UserError:
+        return None
+    env.reset(seed=0)
+    spec = env.spec
+    g = torch.Generator().manual_seed(0)
+    if spec.action_kind == "discrete":
+        pool = torch.randint(0, spec.action_dim, (64, n), generator=g)
+    else:
+        pool = torch.rand(64, n, spec.action_dim, generator=g) * 2 - 1
+    try:
+        return _rate(lambda i: env.step(pool[i % 64]), n, seconds)
+    finally:
+        env.close()
+
+
+def raw_atari_rate(engine: str, n: int, seconds: float) -> float | None:
+    """Breakout on a C++ engine without rltrain's adapter (None when it is not installed)."""
+    import numpy as np
+
+    try:
+        if engine == "ale-py AtariVectorEnv (raw)":
+            from ale_py.vector_env import AtariVectorEnv
+
+            env = AtariVectorEnv("breakout", num_envs=n, num_threads=min(n, os.cpu_count() or 1))
+        else:
+            import envpool
+
+            env = envpool.make_gymnasium("Breakout-v5", num_envs=n, seed=0,
+                                         num_threads=min(n, os.cpu_count() or 1))
+    except ImportError:
+        return None
+    env.reset(seed=0) if engine.startswith("ale") else env.reset()
+    pool = np.random.default_rng(0).integers(0, 4, (64, n))
+    try:
+        return _rate(lambda i: env.step(pool[i % 64]), n, seconds)
+    finally:
+        env.close()
+
+
+def ppo_rate(family: str, engine: str, n: int) -> float | None:
+    """Env steps/s of a PPO training loop; None where it cannot run."""
+    import tempfile
+
+    import rltrain
+    from rltrain.errors import UserError
+
+    env_id, _ = FAMILIES[family]
+    steps = PPO_STEPS[family]
+    rollout = max(16, 2048 // n)
+    with tempfile.TemporaryDirectory() as tmp:
+        overrides = ["algo=ppo", f"env={env_id}", f"env.backend={engine}", f"env.num_envs={n}",
+                     f"algo.n_steps={rollout}", f"total_timesteps={steps}", "eval.freq=0",
+                     "eval.episodes=1", "checkpoint.freq=0", "progress=off"]
+        try:
+            rltrain.train(overrides, run_dir=Path(tmp) / "run")
+        except UserError as exc:
+            print(f"  {family} {engine} {n}: {exc}", flush=True)
+            return None
+        with open(Path(tmp) / "run" / "metrics.csv") as f:  # the loop's own clock: no final eval
+            wall = next(float(row.split(",")[3]) for row in f
+                        if row.split(",")[2] == "final/wall_clock_s")
+        return steps / wall
+
+
+def write(results: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "env_engines.json").write_text(json.dumps(results, indent=1) + "\n")
+    lines = ["# Env engines: env steps/s per engine, family and env count", "",
+             f"{results['machine']}; {results['date']}. `python benchmarks/env_engines.py`.",
+             "Random actions through rltrain's VecEnv; \"(raw)\": the engine alone. PPO: the "
+             "training loop end to end (rollout ~2048 steps, evaluation off). Ratio: EnvPool "
+             "(or the best C++ engine) over gymnasium.", ""]
+    for part, title in (("random", "Random actions"), ("ppo", "End to end under PPO")):
+        rows = results[part]
+        counts = sorted({int(n) for cells in rows.values() for e in cells.values() for n in e})
+        if not counts:
+            continue
+        lines += [f"## {title}", "", "| family | engine | " + " | ".join(
+            f"{n} env{'s' if n > 1 else ''}" for n in counts) + " |",
+                  "|---|---|" + "---:|" * len(counts)]
+        for family, cells in rows.items():
+            base = cells.get("gymnasium", {})
+            for engine, by_n in cells.items():
+                shown = []
+                for n in counts:
+                    rate = by_n.get(str(n))
+                    if rate is None:
+                        shown.append("–")
+                        continue
+                    ratio = (f" ({rate / base[str(n)]:.1f}x)" if engine != "gymnasium"
+                             and base.get(str(n)) else "")
+                    shown.append(f"{rate / 1000:.1f}k{ratio}")
+                lines.append(f"| {family} | {engine} | " + " | ".join(shown) + " |")
+        lines.append("")
+    (out / "env_engines.md").write_text("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--families", nargs="*", default=list(FAMILIES))
+    parser.add_argument("--envs", nargs="*", type=int, default=[1, 2, 4, 8, 16, 32, 64])
+    parser.add_argument("--ppo-envs", nargs="*", type=int, default=[1, 8, 64])
+    parser.add_argument("--seconds", type=float, default=2.0, help="per random-action cell")
+    parser.add_argument("--no-ppo", action="store_true")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    results: dict[str, Any] = {
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                   f"Python {sys.version.split()[0]}, torch {torch.__version__}, "
+                   f"{args.threads} torch thread(s)",
+        "date": time.strftime("%Y-%m-%d"), "random": {}, "ppo": {}}
+    for family in args.families:
+        env_id, kind = FAMILIES[family]
+        cells = results["random"].setdefault(family, {})
+        engines = list(ENGINES) + (["ale-py AtariVectorEnv (raw)", "envpool Breakout-v5 (raw)"]
+                                   if kind == "atari" else [])
+        for n in args.envs:
+            for engine in engines:
+                rate = (raw_atari_rate(engine, n, args.seconds) if "(raw)" in engine
+                        else random_rate(env_id, engine, n, args.seconds))
+                cells.setdefault(engine, {})[str(n)] = rate
+                print(f"random {family:12s} {engine:30s} {n:3d} envs: "
+                      f"{'-' if rate is None else f'{rate:,.0f}'} steps/s", flush=True)
+                write(results, out)
+    if args.no_ppo:
+        return
+    for family in args.families:
+        cells = results["ppo"].setdefault(family, {})
+        for n in args.ppo_envs:
+            for engine in ENGINES:
+                rate = ppo_rate(family, engine, n)
+                cells.setdefault(engine, {})[str(n)] = rate
+                print(f"ppo    {family:12s} {engine:30s} {n:3d} envs: "
+                      f"{'-' if rate is None else f'{rate:,.0f}'} steps/s", flush=True)
+                write(results, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""`env.backend=auto`: which engine steps a run's envs, from what was measured on a 2-core
+machine (`benchmarks/env_engines.py` -> benchmarks/results/env_engines.md; a test keeps
+`FASTER_FROM` equal to that table).
+
+EnvPool is faster than gymnasium's sync vector env from some env count on, which depends on the
+family (one env: gymnasium is faster for every family; CartPole: gymnasium is faster up to ~32
+envs). `auto` takes EnvPool where the table says it is faster and it can honour the run (a
+registered id it knows, no wrappers, kwargs or imports), else gymnasium; a user's env always
+steps with gymnasium.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rltrain.envs.config import EnvConfig
+from rltrain.envs.engines.envpool import INSTALL, envpool_installed, known_ids, unsupported
+from rltrain.envs.families import family_of
+
+FASTER_FROM: dict[str, int] = {"classic": 64, "box2d": 8, "mujoco": 8}
+"""family -> the smallest env count at which EnvPool measured faster than gymnasium (sync)."""
+MEASURED: dict[str, float] = {"classic": 2.0, "box2d": 1.9, "mujoco": 2.8}
+"""family -> EnvPool's steps/s over gymnasium's at `FASTER_FROM` envs (for the start line)."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The engine that steps a run's envs, and the start line that says why (None: nothing to
+    say, the backend was named or gymnasium is the measured choice)."""
+
+    backend: str
+    note: str | None = None
+
+
+def choose(cfg: EnvConfig, num_envs: int) -> Engine:
+    """The engine of `cfg` at `num_envs` envs (`env.backend=auto` resolved; any other kept)."""
+    if cfg.backend != "auto":
+        return Engine(cfg.backend)
+    family = family_of(cfg.id) or "classic"
+    if unsupported(cfg) is not None or num_envs < FASTER_FROM.get(family, 1 << 62):
+        return Engine("gymnasium")
+    label = {"classic": "classic control", "box2d": "Box2D", "mujoco": "MuJoCo"}[family]
+    measured = (f"measured {MEASURED[family]:.1f}x gymnasium's steps/s on {label} from "
+                f"{FASTER_FROM[family]} envs")
+    if not envpool_installed():
+        return Engine("gymnasium", f"envs step with gymnasium; EnvPool {measured}: {INSTALL}")
+    if cfg.id not in known_ids():
+        return Engine("gymnasium")
+    return Engine("envpool", f"envs step with EnvPool (env.backend=auto: {measured}; "
+                             f"env.backend=gymnasium to choose it)")

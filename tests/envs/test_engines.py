@@ -1,0 +1,157 @@
+"""C++ env engines (`rltrain/envs/engines/`): EnvPool behind the VecEnv contract, `auto`'s choice,
+and the refusals. The EnvPool tests skip where the `envpool` extra is not installed (CI); the
+choice and refusal tests without it run everywhere."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rltrain.envs.config import EnvConfig, WrapperConfig
+from rltrain.envs.engines import choice
+from rltrain.envs.engines import envpool as envpool_engine
+from rltrain.envs.engines.choice import FASTER_FROM, choose
+from rltrain.envs.make import engine_note, make_env
+from rltrain.errors import UserError
+from tests.e2e.harness import run_cli
+
+needs_envpool = pytest.mark.skipif(not envpool_engine.envpool_installed(),
+                                   reason='needs "rltrain[envpool]"')
+
+
+def _balance(obs: np.ndarray) -> np.ndarray:
+    """CartPole actions that keep the pole up (angle and angular velocity), row by row."""
+    return (obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(np.int64)
+
+
+@needs_envpool
+def test_envpool_gives_gymnasiums_transitions_on_episodes_ending_both_ways():
+    """CartPole through EnvPool and through gymnasium's own CartPole, whose state is set to each
+    of EnvPool's reset observations: rows 0-1 balance until the 60-step limit truncates them,
+    rows 2-3 act at random until they fall (terminated). Every transition agrees: the reward,
+    both flags, the true last observation of an ended episode (`final_obs`, not the reset one),
+    the reset observation in `obs`, and the episode statistics."""
+    n, limit = 4, 60
+    env = make_env(EnvConfig(id="CartPole-v1", backend="envpool", num_envs=n,
+                             max_episode_steps=limit))
+    refs = [gym.make("CartPole-v1", max_episode_steps=limit) for _ in range(n)]
+    obs = env.reset(seed=3).numpy()
+
+    def restart(row: int, start: np.ndarray) -> None:
+        refs[row].reset(seed=row)
+        refs[row].unwrapped.state = start.astype(np.float64)
+
+    for row in range(n):
+        restart(row, obs[row])
+    rng = np.random.default_rng(0)
+    ended = {"terminated": 0, "truncated": 0}
+    for _ in range(400):
+        action = np.where(np.arange(n) < 2, _balance(obs), rng.integers(0, 2, n))
+        res = env.step(torch.as_tensor(action))
+        episodes = res.info.get("episode")
+        for row in range(n):
+            ref_obs, ref_reward, ref_term, ref_trunc, _ = refs[row].step(int(action[row]))
+            assert res.reward[row].item() == ref_reward
+            assert bool(res.terminated[row]) == ref_term
+            assert bool(res.truncated[row]) == (ref_trunc and not ref_term)
+            np.testing.assert_allclose(res.final_obs[row].numpy(), ref_obs, atol=1e-4)
+            if ref_term or ref_trunc:
+                ended["terminated" if ref_term else "truncated"] += 1
+                assert row in episodes["index"]
+                k = list(episodes["index"]).index(row)
+                assert episodes["length"][k] == refs[row]._elapsed_steps
+                assert not np.allclose(res.obs[row].numpy(), ref_obs)  # a fresh episode
+                assert np.abs(res.obs[row].numpy()).max() <= 0.05  # CartPole's reset range
+                restart(row, res.obs[row].numpy())
+            else:
+                np.testing.assert_array_equal(res.obs[row].numpy(), res.final_obs[row].numpy())
+        obs = res.obs.numpy()
+    assert ended["terminated"] >= 10 and ended["truncated"] >= 6, ended
+
+
+@needs_envpool
+def test_rows_are_seeded_per_row_so_a_batch_of_seeds_is_each_seed_alone():
+    """Row i of `reset(seed=s)` is seeded `s + i`, and `reset(seed=[...])` gives each row its
+    own: rows of seeds 5 and 9 stepped in one engine equal each seed's own engine."""
+    def rollout(seed, n: int) -> np.ndarray:
+        env = make_env(EnvConfig(id="Pendulum-v1", backend="envpool", num_envs=n))
+        out = [env.reset(seed=seed).numpy()]
+        for t in range(250):  # Pendulum's 200-step limit: every row resets once
+            out.append(env.step(torch.full((n, 1), 0.3 if t % 2 else -0.7)).obs.numpy())
+        env.close()
+        return np.stack(out, axis=1)
+
+    both = rollout([5, 6, 9, 10], 4)
+    np.testing.assert_array_equal(both[:2], rollout(5, 2))
+    np.testing.assert_array_equal(both[2:], rollout(9, 2))
+    assert not np.array_equal(rollout(5, 2), rollout(6, 2))
+
+
+@needs_envpool
+def test_auto_steps_mujoco_with_envpool_from_the_measured_count_and_says_so():
+    cfg = EnvConfig(id="Hopper-v5", backend="auto")
+    many, one = FASTER_FROM["mujoco"], 1
+    env = make_env(cfg, num_envs=many)
+    assert type(env.venv).__name__ == "SameStep"
+    assert "EnvPool" in engine_note(env) and "env.backend=gymnasium" in engine_note(env)
+    env.close()
+    assert choose(cfg, one).backend == "gymnasium"  # one env: gymnasium measured faster
+    mine = EnvConfig(id="Hopper-v5", backend="auto", kwargs={"ctrl_cost_weight": 0.01})
+    assert choose(mine, many).backend == "gymnasium"  # a setting EnvPool cannot honour
+
+
+def test_auto_without_envpool_steps_gymnasium_and_names_the_extra_once(monkeypatch):
+    monkeypatch.setattr(choice, "envpool_installed", lambda: False)
+    engine = choose(EnvConfig(id="LunarLander-v3", backend="auto"), 64)
+    assert engine.backend == "gymnasium"
+    assert 'pip install "rltrain[envpool]"' in engine.note
+    assert choose(EnvConfig(id="LunarLander-v3", backend="auto"), 1).note is None
+    assert choose(EnvConfig(id="ALE/Pong-v5", backend="auto"), 64) == choice.Engine("gymnasium")
+
+
+@pytest.mark.parametrize("cfg, fragment", [
+    (EnvConfig(id="CartPole-v1", backend="envpool",
+               wrappers=[WrapperConfig(name="ClipReward")]), "env.wrappers"),
+    (EnvConfig(id="Hopper-v5", backend="envpool", kwargs={"ctrl_cost_weight": 0.01}),
+     "env.kwargs"),
+    (EnvConfig(id="tests.envs.my_envs:make_corridor", backend="envpool"), "your module"),
+    (EnvConfig(id="ALE/Pong-v5", backend="envpool"), "Atari preprocessing"),
+    (EnvConfig(id="CartPole-v1", backend="envpool", vectorization="async"), "async"),
+])
+def test_what_envpool_cannot_honour_is_refused_naming_gymnasium(cfg, fragment):
+    with pytest.raises(UserError, match="env.backend=gymnasium") as err:
+        envpool_engine.check_envpool(cfg)
+    assert fragment in str(err.value)
+
+
+def test_envpool_not_installed_is_one_line_naming_the_extra(monkeypatch):
+    monkeypatch.setattr(envpool_engine, "envpool_installed", lambda: False)
+    with pytest.raises(UserError, match=r'rltrain\[envpool\]') as err:
+        envpool_engine.check_envpool(EnvConfig(id="CartPole-v1", backend="envpool"))
+    assert "env.backend=gymnasium" in str(err.value)
+
+
+@needs_envpool
+def test_an_id_envpool_does_not_know_is_refused():
+    with pytest.raises(UserError, match="EnvPool has no Taxi-v4; use env.backend=gymnasium"):
+        envpool_engine.check_envpool(EnvConfig(id="Taxi-v4", backend="envpool"))
+
+
+@needs_envpool
+def test_an_envpool_run_evaluates_and_resumes_saying_its_episodes_restart(
+        tmp_path, monkeypatch, capfd):
+    run = tmp_path / "run"
+    common = ["algo=ppo", "env=CartPole-v1", "env.backend=envpool", "env.num_envs=4",
+              "algo.n_steps=32", "algo.batch_size=64", "checkpoint.freq=128", "eval.freq=0",
+              "progress=plain", f"hydra.run.dir={run}"]
+    first = run_cli([*common, "total_timesteps=256"], tmp_path, monkeypatch, capfd)
+    assert first.rc == 0, first.describe()
+    more = run_cli([f"resume={run}", "total_timesteps=512"], tmp_path, monkeypatch, capfd)
+    assert more.rc == 0, more.describe()
+    assert "episodes restart" in more.out + more.err, more.describe()
+    assert "envpool keeps its envs' state in C++" in more.out + more.err, more.describe()
+    ev = run_cli(["eval", f"ckpt={run}/checkpoints/final.pt", "episodes=3"], tmp_path,
+                 monkeypatch, capfd)
+    assert ev.rc == 0, ev.describe()
