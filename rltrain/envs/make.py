@@ -95,15 +95,18 @@ def make_env(
     num_envs: int | None = None,
     gamma: float = 0.99,
     training: bool = True,
+    base: VecEnv | None = None,
 ) -> VecEnv:
     """The `VecEnv` of `cfg` (see `_make_vec`), with the normalization wrappers `cfg` asks for.
 
     Evaluation envs pass `training=False`: statistics stay frozen and rewards are not scaled.
+    `base`: the envs to wrap instead of building them (a seed's rows of a shared engine,
+    `envs/rows.py`).
     Image observations (3-D) refuse `normalize_obs`: the CNN encoder scales pixels itself; so
     do categorical ones (Discrete, MultiDiscrete, MultiBinary): the network one-hot encodes them.
     """
     # an EnvConfig never validated with its algorithm may leave num_envs unset: the old default
-    env = _make_vec(cfg, device, num_envs or cfg.num_envs or ON_POLICY_NUM_ENVS)
+    env = base or _make_vec(cfg, device, num_envs or cfg.num_envs or ON_POLICY_NUM_ENVS)
     if preprocessing(cfg):
         env = wrap_atari_vec(env, cfg, training)
     if cfg.normalize_obs and len(env.spec.obs_shape) == 3:
@@ -207,6 +210,8 @@ def capture_problem(env: VecEnv) -> str | None:
     if any(isinstance(layer, VectorFrameStack) for layer in _wrappers(env)):
         return "the observation stack of env.frame_stack is not saved"
     base = _wrappers(env)[-1]
+    if isinstance(getattr(base, "capture_problem", None), str):  # a seed's rows of an engine
+        return base.capture_problem
     if isinstance(base, GymVecEnv):
         return gym_problem(base.venv)
     if has_protocol(base):

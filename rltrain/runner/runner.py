@@ -54,22 +54,24 @@ NO_EVAL = {"mean_reward": float("nan"), "std_reward": float("nan"), "episodes": 
 
 class Runner:
     """Owns one training run. Pass `algo=` to train an algorithm built in Python, and
-    `resume_from=` (a loaded checkpoint payload) to continue a run where it stopped.
+    `resume_from=` (a loaded checkpoint payload) to continue a run where it stopped; `rows=` (a
+    seed batch's) are its envs, a view of an engine the batch steps for all its seeds.
 
     Under torchrun (`collective`, see `rltrain/parallel/world.py`) every rank builds a Runner for
     the same run folder; rank 0 alone writes it, logs, evaluates and checkpoints."""
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path | None = None, algo: Any = None,
                  callbacks: dict[str, list[Callback]] | None = None,
-                 resume_from: dict[str, Any] | None = None, collective: Solo = SOLO):
+                 resume_from: dict[str, Any] | None = None, collective: Solo = SOLO,
+                 rows: Any = None):
         # built with the threads it trains with (one by default: initial weights alike on every
         # machine, orthogonal init's QR included), given back after, as after the run
         with torch_threads(cfg.torch_threads):
-            self._build(cfg, run_dir, algo, callbacks, resume_from, collective)
+            self._build(cfg, run_dir, algo, callbacks, resume_from, collective, rows)
 
     def _build(self, cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
                callbacks: dict[str, list[Callback]] | None, resume_from: dict[str, Any] | None,
-               collective: Solo) -> None:
+               collective: Solo, rows: Any) -> None:
         self.cfg = cfg
         # the plain dict checkpoints store; built once (it took ~12 ms, half of each save)
         self.config_dict = config_to_dict(cfg)
@@ -84,7 +86,7 @@ class Runner:
         self.collective, world = collective, collective.world
         self.main = world.is_main
         setup.check_data_parallel(cfg.algo.name, self.family, world.size)
-        self.env = make_env(cfg.env, self.device, gamma=cfg.algo.gamma)
+        self.env = make_env(cfg.env, self.device, gamma=cfg.algo.gamma, base=rows)
         if world.size > 1:  # from here on every rank's normalizer additions are merged
             for rms in running_statistics(self.env):
                 rms.share()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrain.config.catalog import ALGORITHMS
+from rltrain.envs.rows import SharedRows
 from rltrain.envs.trust import resume_command
 from rltrain.errors import EnvError, TrainingError
 from rltrain.runner.context import LoopContext
@@ -81,8 +82,9 @@ class SeedBatch:
     go on."""
 
     def __init__(self, runners: list[Runner], seeds: list[int], streams: SeedStreams,
-                 stop_file: Path):
+                 stop_file: Path, shared: SharedRows | None = None):
         self.runners, self.seeds, self.streams = runners, seeds, streams
+        self.shared = shared  # one engine stepping every seed's rows (`envs/rows.py`), or None
         self.stop_file = stop_file  # `<batch folder>/STOP` stops every seed
         self.algo = batched(runners, streams)
         self.failed: dict[int, str] = {}  # seed -> why it stopped
@@ -103,6 +105,13 @@ class SeedBatch:
         """One step of every seed's env (`actions[k]`: seed k's). An env fault stops the whole
         batch (the seeds share their env code) in one line naming the seed, the env step and
         the command that resumes every seed from its last good checkpoint."""
+        if self.shared is not None:  # one engine call for every seed; each view takes its rows
+            try:
+                self.shared.step({s: actions[k] for k, s in enumerate(self.seeds)})
+            except EnvError as exc:
+                raise EnvError(f"{exc} (at env step {self.runners[0].state.global_step:,}, "
+                               f"one engine for seeds {', '.join(map(str, self.seeds))}); "
+                               f"{self._kept()}") from exc
         results = []
         for k, ctx in enumerate(self.ctxs):
             try:

@@ -25,6 +25,7 @@ import numpy as np
 
 from rltrain.checkpoint.run_dir import RunDir, seed_overrides
 from rltrain.config.schema import TrainConfig, config_to_dict
+from rltrain.envs.rows import shared_rows
 from rltrain.envs.trust import resume_command
 from rltrain.errors import UserError
 from rltrain.report.cli import write_report
@@ -80,13 +81,15 @@ class SeedRunner:
         GracefulStop.join([self.stopper, *(r.stopper for r in self.runners)])
         whole = self.runners and len(self.runners) == len(self.seeds)
         self.batch = SeedBatch(list(self.runners), list(self.seeds), self.streams,
-                               RunDir(self.run_dir).stop_file) if whole else None
+                               RunDir(self.run_dir).stop_file, self.shared) if whole else None
 
     def _build(self, members: dict[int, tuple[TrainConfig, dict[str, Any] | None]]) -> None:
         """Each seed's Runner, as its single run builds it, and its random stream. A signal
         meanwhile (a batch of many seeds takes a while) ends the command before anything
         trained: exit 128 + signal, nothing to resume."""
-        streams = SeedStreams(resolve_device(self.cfg.device))
+        device = resolve_device(self.cfg.device)
+        streams = SeedStreams(device)
+        self.shared = shared_rows(self.cfg.env, self.seeds, device)  # None: envs of their own
         for k, seed in enumerate(self.seeds):
             if self.stopper.heard is not None:  # a stop while setting up: no more to build
                 if any(p is not None for _, p in members.values()):
@@ -99,8 +102,9 @@ class SeedRunner:
             member_cfg = dataclasses.replace(member_cfg,
                                              progress=self.cfg.progress if k == 0 else "off")
             with seed_lines(seed):
-                self.runners.append(Runner(member_cfg, RunDir(self.run_dir).seed(seed).root,
-                                           resume_from=payload))
+                self.runners.append(Runner(
+                    member_cfg, RunDir(self.run_dir).seed(seed).root, resume_from=payload,
+                    rows=None if self.shared is None else self.shared.view(k)))
             self.runners[-1].setup_lines = False  # the same for every seed: said once, in run()
             self.runners[-1].stop_line = False  # one line for the batch: `resume=<batch>`
             self.runners[-1].resume_target = self.run_dir
@@ -128,6 +132,12 @@ class SeedRunner:
     def run(self) -> dict[str, Any]:
         """Train every seed, finish each (final evaluation and checkpoints), summarize; a stop
         at any point saves every seed where it is and says one resume line."""
+        try:
+            return self._run()
+        finally:
+            self.close()
+
+    def _run(self) -> dict[str, Any]:
         results: dict[int, dict[str, Any]] = dict(self.complete)
         started = time.perf_counter()
         with run_lock(self.run_dir), self.stopper:  # one live run in the batch's folder
@@ -147,6 +157,12 @@ class SeedRunner:
         self.stopper.stop_file.unlink(missing_ok=True)  # consumed, as a single run's is
         self._say_end(summary)
         return summary
+
+    def close(self) -> None:
+        """Close the engine the seeds stepped together (each seed closes its own envs)."""
+        if getattr(self, "shared", None) is not None:
+            self.shared.close()
+            self.shared = None
 
     def _train(self, results: dict[int, dict[str, Any]], started: float) -> None:
         """The batched loop, then each seed's final evaluation and checkpoints."""

@@ -155,3 +155,30 @@ def test_an_envpool_run_evaluates_and_resumes_saying_its_episodes_restart(
     ev = run_cli(["eval", f"ckpt={run}/checkpoints/final.pt", "episodes=3"], tmp_path,
                  monkeypatch, capfd)
     assert ev.rc == 0, ev.describe()
+
+
+@needs_envpool
+@pytest.mark.parametrize("algo, extra", [("ppo", ["env.num_envs=4", "algo.n_steps=32",
+                                                  "algo.batch_size=64"]),
+                                         ("dqn", ["algo.learning_starts=64"])])
+def test_a_seed_batch_steps_one_engine_and_each_seed_gets_its_single_runs_results(
+        tmp_path, algo, extra):
+    """`num_seeds=3` on EnvPool steps one engine of 3 x N rows (said in the start lines), and
+    each seed's final weights equal its single run's on its own engine: the same transitions."""
+    import rltrain
+    from rltrain.checkpoint import format as checkpoint
+
+    common = [f"algo={algo}", "env=CartPole-v1", "env.backend=envpool", "total_timesteps=384",
+              "eval.freq=0", "eval.episodes=1", "checkpoint.freq=0", "progress=off", *extra]
+    rltrain.train([*common, "num_seeds=3", "seed=4"], run_dir=tmp_path / "batch")
+    log = (tmp_path / "batch" / "train.log").read_text()
+    assert "the 3 seeds step one engine of 3 x" in log, log
+    for seed in (4, 6):
+        rltrain.train([*common, f"seed={seed}"], run_dir=tmp_path / f"alone_{seed}")
+        batch = checkpoint.load(tmp_path / "batch" / f"seed_{seed}" / "checkpoints" / "final.pt")
+        alone = checkpoint.load(tmp_path / f"alone_{seed}" / "checkpoints" / "final.pt")
+        assert batch["counters"] == alone["counters"]
+        net = "policy" if algo == "ppo" else "q_net"
+        for name, w in alone["algo"][net].items():
+            torch.testing.assert_close(batch["algo"][net][name], w, rtol=1e-4, atol=1e-5,
+                                       msg=f"seed {seed}: {name}")
