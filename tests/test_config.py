@@ -177,6 +177,8 @@ def test_every_tuned_preset_composes_and_validates(preset):
     env = "ALE/Breakout-v5" if env == "atari" else env  # <algo>_atari applies to every ALE game
     cfg = train_config(f"algo={algo}", f"env={env}")
     assert cfg.preset == preset and cfg.algo.name == algo.partition("_")[0]  # ppo_lstm is ppo
+    # what checkpoints store: the plain dict of OmegaConf's structured round trip, however made
+    assert config_to_dict(cfg) == OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
 
 
 # ---- mistakes become one-line UserErrors -----------------------------------------------------

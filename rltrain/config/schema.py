@@ -171,8 +171,10 @@ def to_command_config(cfg: DictConfig) -> Any:
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
-    """A plain, resolved dict of the config: what checkpoints store."""
-    return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)  # type: ignore[return-value]
+    """A plain dict of the config: what checkpoints store. `dataclasses.asdict` (0.2 ms; it was
+    OmegaConf's structured round trip, 27 ms): a validated `TrainConfig` holds plain values only,
+    no interpolation (tests/test_config.py checks both give the same dict for every preset)."""
+    return dataclasses.asdict(cfg)
 
 
 def replace(cfg: TrainConfig, **changes: Any) -> TrainConfig:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from omegaconf import OmegaConf
+import yaml
 
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.errors import UserError
@@ -25,7 +25,8 @@ def batch_seeds(folder: str | Path) -> list[int] | None:
         return None
 
     try:
-        saved = OmegaConf.load(config)
+        # plain YAML: two top-level numbers (OmegaConf.load took ~50 ms a call; this ~1 ms)
+        saved = yaml.load(config.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         count, first = int(saved.get("num_seeds", 1) or 1), int(saved.get("seed", 0) or 0)
     except Exception:  # noqa: BLE001  (an unreadable record: not a batch we can resume)
         return None
