@@ -44,6 +44,10 @@ class EvalConfig:
     seed_offset: int = 10_000
     """Evaluation envs are seeded with `seed + seed_offset`, apart from the training envs'
     `seed + i` (>= 0)."""
+    background: str = "auto"
+    """Periodic evaluations in a second process while training goes on: `auto` (where a core is
+    spare and the run has at least 50,000 env steps), `true` or `false`. The final evaluation
+    always runs in the training process; a seed batch and a torchrun job evaluate in it."""
 
 @dataclass
 class CheckpointConfig:

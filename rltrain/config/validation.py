@@ -198,6 +198,10 @@ def _check_run(cfg: TrainConfig, here: bool) -> None:
             raise UserError(f"{name}={value} must be > 0")
     if cfg.eval.seed_offset < 0:
         raise UserError(f"eval.seed_offset={cfg.eval.seed_offset} must be >= 0")
+    background = str(cfg.eval.background).strip().lower()
+    if background not in ("auto", "true", "false"):
+        raise UserError(f"eval.background={cfg.eval.background!r}: choose auto, true or false")
+    cfg.eval.background = background
     if cfg.progress not in _PROGRESS:
         raise UserError(f"progress={cfg.progress!r}: choose one of {', '.join(_PROGRESS)}")
     if cfg.checkpoint.keep_last < 0:

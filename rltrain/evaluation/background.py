@@ -1,0 +1,170 @@
+"""Periodic evaluations off the training path (`eval.background`): a second process runs the
+deterministic episodes on a snapshot of the policy (and of the observation normalizer) while
+training goes on, and hands the result back; the Runner logs it at the step of its snapshot and
+keeps `best.pt` from it, written by the Runner, the run folder's one writer.
+
+One evaluation runs at a time: an evaluation that falls due while the previous one still runs is
+skipped (said once; never waited for). An evaluator that fails or dies is said in one line and
+the run evaluates in its own process from then on: training never stalls on it and never loses
+anything. The final evaluation stays in the training process. The evaluator ignores Ctrl-C (the
+terminal sends it to the whole process group) and is ended by the Runner however the run ends.
+
+The child is started with `spawn` (~3 s to import torch and rltrain on a spare core, once a
+run), builds the eval env and the algorithm's networks from the run's config, and evaluates
+with `run_episodes`, the function the training process evaluates with: the same weights give
+the same result in either process.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import queue
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+log = logging.getLogger("rltrain")
+
+BACKGROUND_FROM = 50_000
+"""`eval.background=auto` evaluates in the background for runs of at least this many env steps
+(shorter runs do not repay the evaluator's start-up) with periodic evaluations and a spare core."""
+START_TIMEOUT_S = 120.0
+"""How long `drain` waits for a pending result before the final evaluation (a first result
+includes the evaluator's start-up)."""
+
+
+def wanted(setting: str, total_timesteps: int, eval_freq: int, threads: int, solo: bool,
+           rebuildable: bool) -> bool:
+    """Whether a run evaluates in the background: `eval.background=true`, or `auto` with a
+    spare core, periodic evaluations and a budget of at least `BACKGROUND_FROM` steps. Never
+    for a run whose algorithm or env the evaluator cannot rebuild from the config
+    (`rebuildable`), nor under torchrun or in a seed batch (`solo` False)."""
+    if setting == "false" or not solo or not rebuildable or eval_freq <= 0:
+        return False
+    if setting == "true":
+        return True
+    spare = (os.cpu_count() or 1) > max(1, threads)
+    return spare and total_timesteps >= BACKGROUND_FROM
+
+
+@dataclass
+class Snapshot:
+    """What one background evaluation needs, taken at `step`: the policy's weights, the
+    normalizer statistics, and the checkpoint payload `best.pt` gets if it is the best."""
+
+    step: int
+    policy: dict[str, torch.Tensor]
+    env_state: dict
+    payload: dict
+
+
+def cpu_copy(state: Any) -> Any:
+    """`state` with every tensor copied to the CPU (the queue pickles it later, in a thread)."""
+    if isinstance(state, torch.Tensor):
+        return state.detach().to("cpu", copy=True)
+    if isinstance(state, dict):
+        return {k: cpu_copy(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(cpu_copy(v) for v in state)
+    return state
+
+
+class BackgroundEvaluator:
+    """The evaluator process of one run (see the module docstring)."""
+
+    def __init__(self, config: dict[str, Any]):
+        ctx = mp.get_context("spawn")
+        self._inbox, self._outbox = ctx.Queue(), ctx.Queue()
+        self.process = ctx.Process(target=_serve, args=(config, self._inbox, self._outbox),
+                                   name="rltrain-evaluator", daemon=True)
+        self.process.start()
+        self.pending: Snapshot | None = None
+        self.skipped = 0
+
+    def submit(self, snapshot: Snapshot) -> bool:
+        """Hand `snapshot` to the evaluator; False (and nothing sent) while one still runs."""
+        if self.pending is not None:
+            self.skipped += 1
+            return False
+        self.pending = snapshot
+        self._inbox.put((snapshot.step, cpu_copy(snapshot.policy), cpu_copy(snapshot.env_state)))
+        return True
+
+    def poll(self, timeout: float | None = None) -> tuple[Snapshot, dict[str, Any]] | None:
+        """The finished evaluation (its snapshot and result), if one is back (waiting up to
+        `timeout` seconds; None: not at all). Raises `EvaluatorFailed` when the evaluator
+        reported an error or is gone."""
+        if self.pending is None:
+            return None
+        try:
+            step, result = (self._outbox.get(timeout=timeout) if timeout
+                            else self._outbox.get_nowait())
+        except queue.Empty:
+            if not self.process.is_alive():
+                raise EvaluatorFailed(f"the evaluator process ended (exit code "
+                                      f"{self.process.exitcode})") from None
+            return None
+        if step is None:
+            raise EvaluatorFailed(str(result))
+        snapshot, self.pending = self.pending, None
+        return snapshot, result
+
+    def close(self) -> None:
+        """End the evaluator now (a pending evaluation is dropped)."""
+        if self.process.is_alive():
+            try:
+                self._inbox.put(None)
+            except (OSError, ValueError):
+                pass
+            self.process.join(timeout=2.0)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(timeout=2.0)
+        for q in (self._inbox, self._outbox):
+            q.cancel_join_thread()  # never block the training process's exit on a full pipe
+            q.close()
+
+
+class EvaluatorFailed(Exception):
+    """The background evaluator cannot go on (the message says why, in one line)."""
+
+
+def _serve(config: dict[str, Any], inbox: Any, outbox: Any) -> None:
+    """The evaluator process: build the eval env and networks once, then evaluate each
+    snapshot received until told to stop (None)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
+    try:
+        torch.set_num_threads(1)
+        # the child imports what it needs itself (spawn): nothing is shared with the parent
+        from rltrain.config.registry import get_algo_spec
+        from rltrain.config.validation import to_train_config
+        from rltrain.envs.make import load_env_state, make_env
+        from rltrain.evaluation.episodes import run_episodes
+
+        cfg = to_train_config(config, here=False)
+        env = make_env(cfg.env, "cpu", training=False,
+                       num_envs=min(cfg.eval.num_envs, cfg.eval.episodes))
+        algo = get_algo_spec(cfg.algo.name).build(cfg.algo, env.spec, torch.device("cpu"))
+        policy = algo.policy
+    except Exception as exc:  # noqa: BLE001 - said by the training process in one line
+        outbox.put((None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"))
+        return
+    while True:
+        message = inbox.get()
+        if message is None:
+            return
+        step, weights, env_state = message
+        try:
+            policy.load_state_dict(weights)
+            load_env_state(env, env_state)
+            result = run_episodes(policy, env, cfg.eval.episodes, cfg.eval.deterministic,
+                                  seed=cfg.seed + cfg.eval.seed_offset)
+        except Exception as exc:  # noqa: BLE001
+            text = str(exc).strip().splitlines()
+            outbox.put((None, f"{type(exc).__name__}: {text[0] if text else ''}"))
+            return
+        outbox.put((step, result))
