@@ -122,6 +122,34 @@ def ppo_rate(family: str, engine: str, n: int) -> float | None:
         return steps / wall
 
 
+def derive_choice(results: dict[str, Any]) -> tuple[dict[str, int], dict[str, float]]:
+    """What `env.backend=auto` should follow (`engines/choice.py`), from the random-action
+    table: per kind (classic, box2d, mujoco), the smallest env count from which EnvPool is
+    faster than gymnasium at every measured count, for every env of that kind; and its
+    smallest ratio there (one decimal)."""
+    faster_from: dict[str, int] = {}
+    measured: dict[str, float] = {}
+    for family, (_, kind) in FAMILIES.items():
+        cells = results["random"].get(family, {})
+        gym_rates, pool = cells.get("gymnasium", {}), cells.get("envpool", {})
+        counts = sorted(int(n) for n in gym_rates if gym_rates[n] and pool.get(n))
+        if kind == "atari" or not counts:
+            continue
+        wins = [n for n in counts if all(pool[str(m)] > gym_rates[str(m)] for m in counts if m >= n)]
+        start = min(wins) if wins else None
+        if start is None:
+            faster_from[kind] = 1 << 62
+            continue
+        faster_from[kind] = max(faster_from.get(kind, 0), start)
+    for family, (_, kind) in FAMILIES.items():
+        cells = results["random"].get(family, {})
+        n = str(faster_from.get(kind, 0))
+        if kind in faster_from and n in cells.get("envpool", {}):
+            ratio = cells["envpool"][n] / cells["gymnasium"][n]
+            measured[kind] = min(measured.get(kind, ratio), ratio)
+    return faster_from, {k: round(v, 1) for k, v in measured.items()}
+
+
 def write(results: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "env_engines.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -152,6 +180,14 @@ def write(results: dict[str, Any], out: Path) -> None:
                     shown.append(f"{rate / 1000:.1f}k{ratio}")
                 lines.append(f"| {family} | {engine} | " + " | ".join(shown) + " |")
         lines.append("")
+    faster_from, measured = derive_choice(results)
+    if faster_from:
+        lines += ["## What `env.backend=auto` follows", "",
+                  "EnvPool from this many envs on (faster at every measured count from there, "
+                  "for every env of the kind; `rltrain/envs/engines/choice.py`):", ""]
+        lines += [f"- {kind}: {'never' if n >= 1 << 62 else f'{n} envs ({measured[kind]}x)'}"
+                  for kind, n in faster_from.items()]
+        lines.append("")
     (out / "env_engines.md").write_text("\n".join(lines))
 
 
@@ -164,6 +200,9 @@ def main() -> None:
     parser.add_argument("--no-ppo", action="store_true")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the cells of the existing results file that this run does not "
+                             "measure (e.g. re-measure random actions, keep the PPO cells)")
     args = parser.parse_args()
     import torch
 
@@ -174,9 +213,13 @@ def main() -> None:
                    f"Python {sys.version.split()[0]}, torch {torch.__version__}, "
                    f"{args.threads} torch thread(s)",
         "date": time.strftime("%Y-%m-%d"), "random": {}, "ppo": {}}
+    saved = out / "env_engines.json"
+    if args.merge and saved.is_file():
+        old = json.loads(saved.read_text())
+        results["random"], results["ppo"] = old.get("random", {}), old.get("ppo", {})
     for family in args.families:
         env_id, kind = FAMILIES[family]
-        cells = results["random"].setdefault(family, {})
+        cells = results["random"][family] = {}  # this run's cells of it replace the saved ones
         engines = list(ENGINES) + (["ale-py AtariVectorEnv (raw)", "envpool Breakout-v5 (raw)"]
                                    if kind == "atari" else [])
         for n in args.envs:
@@ -190,7 +233,7 @@ def main() -> None:
     if args.no_ppo:
         return
     for family in args.families:
-        cells = results["ppo"].setdefault(family, {})
+        cells = results["ppo"][family] = {}
         for n in args.ppo_envs:
             for engine in ENGINES:
                 rate = ppo_rate(family, engine, n)
