@@ -17,11 +17,15 @@ the same result in either process.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import os
 import queue
 import signal
+import sys
+import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,12 +85,17 @@ class BackgroundEvaluator:
         self._inbox, self._outbox = ctx.Queue(), ctx.Queue()
         self.process = ctx.Process(target=_serve, args=(config, self._inbox, self._outbox),
                                    name="rltrain-evaluator", daemon=True)
-        self.process.start()
+        with _no_main_module():
+            self.process.start()
         self.pending: Snapshot | None = None
         self.skipped = 0
 
     def submit(self, snapshot: Snapshot) -> bool:
-        """Hand `snapshot` to the evaluator; False (and nothing sent) while one still runs."""
+        """Hand `snapshot` to the evaluator; False (and nothing sent) while one still runs.
+        Raises `EvaluatorFailed` when the evaluator is gone."""
+        if not self.process.is_alive():
+            raise EvaluatorFailed(f"the evaluator process ended (exit code "
+                                  f"{self.process.exitcode})")
         if self.pending is not None:
             self.skipped += 1
             return False
@@ -127,6 +136,20 @@ class BackgroundEvaluator:
         for q in (self._inbox, self._outbox):
             q.cancel_join_thread()  # never block the training process's exit on a full pipe
             q.close()
+
+
+@contextlib.contextmanager
+def _no_main_module() -> Iterator[None]:
+    """While the evaluator starts: no `__main__` for `spawn` to run again in the child. A script
+    calling `rltrain.train()` without an `if __name__ == "__main__":` guard would otherwise
+    train again inside the evaluator (multiprocessing re-imports the parent's main script)."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 class EvaluatorFailed(Exception):

@@ -298,8 +298,8 @@ class Runner:
         self.progress.update(step, self.episodes.mean_return)
         self._collect_evaluation()
         if self.schedule.due_eval(step):
-            if self.evaluator is not None:
-                self._evaluate_in_background(step)
+            if self.evaluator is not None and self._evaluate_in_background(step):
+                pass  # handed to the evaluator (or skipped while it is busy)
             elif self.main and not self.evaluate_unless_stopped():
                 return  # the loop ends at this step; `finish()` saves `latest.pt` once
             self.save(self.paths.latest)
@@ -377,18 +377,30 @@ class Runner:
             log.info("periodic evaluations run in a second process while training goes on "
                      "(eval.background=%s; the final one runs here)", cfg.eval.background)
 
-    def _evaluate_in_background(self, step: int) -> None:
+    def _evaluate_in_background(self, step: int) -> bool:
         """Hand the policy at `step` to the evaluator, or skip this evaluation (said once)
-        while the previous one still runs."""
+        while the previous one still runs; False when the evaluator is gone (said once: this
+        evaluation and the next run in this process)."""
         check_weights(self.algo, step)
         payload = cpu_copy(make_payload(self.ctx, self.schedule, self.config_dict, False))
         snapshot = Snapshot(step, self.algo.policy.state_dict(), env_state(self.env), payload)
         assert self.evaluator is not None
-        if not self.evaluator.submit(snapshot) and self.evaluator.skipped == 1:
+        try:
+            sent = self.evaluator.submit(snapshot)
+        except EvaluatorFailed as exc:
+            self._evaluator_failed(exc)
+            return False
+        if not sent and self.evaluator.skipped == 1:
             log.warning("the evaluation of step %s still runs: the one at step %s is skipped "
                         "(evaluations take longer than eval.freq=%s env steps of training; "
                         "said once)", f"{self.evaluator.pending.step:,}", f"{step:,}",
                         f"{self.cfg.eval.freq:,}")
+        return True
+
+    def _evaluator_failed(self, exc: EvaluatorFailed) -> None:
+        log.warning("background evaluation stopped (%s): evaluating in the training process "
+                    "from now on", exc)
+        self._close_evaluator()
 
     def _collect_evaluation(self, wait: bool = False) -> None:
         """Take a finished background evaluation (`wait`: the pending one, however long it
@@ -403,9 +415,7 @@ class Runner:
                    and time.monotonic() < deadline and not self.stopper.requested()):
                 done = self.evaluator.poll(0.25)  # a stop meanwhile drops it: no waiting
         except EvaluatorFailed as exc:
-            log.warning("background evaluation stopped (%s): evaluating in the training "
-                        "process from now on", exc)
-            self._close_evaluator()
+            self._evaluator_failed(exc)
             return
         if done is not None:
             snapshot, result = done

@@ -110,3 +110,23 @@ def test_when_evaluations_go_to_the_background(monkeypatch, setting, total, freq
                                                rebuildable, cores, on):
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     assert background.wanted(setting, total, freq, threads, solo, rebuildable) is on
+
+
+def test_a_script_without_a_main_guard_trains_once(tmp_path):
+    """`rltrain.train()` at the top level of a script (no `if __name__ == "__main__":`): the
+    evaluator process must not run the script again (a fresh interpreter: the real case)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "train_me.py"
+    script.write_text(
+        "import pathlib, rltrain\n"
+        "marker = pathlib.Path(__file__).with_name('runs.txt')\n"
+        "marker.write_text(marker.read_text() + 'x' if marker.exists() else 'x')\n"
+        f"rltrain.train({[*BASE, 'eval.background=true', 'total_timesteps=1024']!r}, "
+        f"run_dir={str(tmp_path / 'run')!r})\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "runs.txt").read_text() == "x"
+    assert "periodic evaluations run in a second process" in proc.stdout + proc.stderr
