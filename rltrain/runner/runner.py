@@ -18,14 +18,6 @@ from rltrain.envs.atari_vec import preprocessing_line
 from rltrain.envs.make import engine_note, env_state, load_env_state, make_env
 from rltrain.envs.normalize import running_statistics
 from rltrain.errors import EnvError
-from rltrain.evaluation.background import (
-    START_TIMEOUT_S,
-    BackgroundEvaluator,
-    EvaluatorFailed,
-    Snapshot,
-    cpu_copy,
-    wanted,
-)
 from rltrain.evaluation.episodes import EvalInterrupted, eval_metrics, run_episodes
 from rltrain.loggers.base import build_loggers
 from rltrain.loggers.config import LoggerConfig
@@ -47,6 +39,7 @@ from rltrain.runner.messages import (
     say_stopped,
 )
 from rltrain.runner.off_policy import run_off_policy
+from rltrain.runner.offpath import OffPathEvals
 from rltrain.runner.on_policy import run_on_policy
 from rltrain.runner.ownership import check_target, mark_started, run_lock
 from rltrain.runner.resume import make_payload, rank_part, restore, with_ranks
@@ -115,11 +108,8 @@ class Runner:
         self.schedule = Schedule.every(cfg.eval.freq, cfg.checkpoint.freq, cfg.logger.log_freq)
         self.stopper = GracefulStop(self.state, self.run_dir, deferred=world.size > 1)
         self.resumed = resume_from is not None
-        self.algo_given = algo is not None  # an evaluator process could not rebuild it
-        self.evaluator: BackgroundEvaluator | None = None
-        """Periodic evaluations off the training path (`eval.background`), while they last."""
-        self.background_eval = True
-        """Whether this run may evaluate in the background (a seed of a batch may not)."""
+        self.offpath = OffPathEvals(self, rebuildable=algo is None)
+        """Periodic evaluations in a second process (`eval.background`, `runner/offpath.py`)."""
         self.started = False
         """True once this Runner took its folder (after the check that it may write there)."""
         self.setup_lines = True
@@ -172,11 +162,11 @@ class Runner:
         with lock, self.stopper, disk_full_is_one_line(self.resume_target), \
                 torch_threads(self.cfg.torch_threads):
             self._open_outputs()
-            self._start_evaluator()
+            self.offpath.start()
             try:
                 yield
             finally:
-                self._close_evaluator()
+                self.offpath.close()
                 if self.main:
                     self.stopper.stop_file.unlink(missing_ok=True)  # a STOP file is consumed
                 self.progress.close()
@@ -256,8 +246,8 @@ class Runner:
             self.progress.update(self.state.global_step, self.episodes.mean_return, force=True)
             if self.state.stop:
                 return self._stopped()
-            self._collect_evaluation(wait=True)  # its result may be this step's, or the best
-            self._close_evaluator()
+            self.offpath.collect(wait=True)  # its result may be this step's, or the best
+            self.offpath.close()
             last = self.state.last_eval
             result = (last if last and last.get("step") == self.state.global_step
                       else self.evaluate() if self.main else dict(NO_EVAL))
@@ -296,9 +286,9 @@ class Runner:
             with self.timer("log"):
                 self.loggers.log(self._train_metrics(step), step)
         self.progress.update(step, self.episodes.mean_return)
-        self._collect_evaluation()
+        self.offpath.collect()
         if self.schedule.due_eval(step):
-            if self.evaluator is not None and self._evaluate_in_background(step):
+            if self.offpath.submit(step):
                 pass  # handed to the evaluator (or skipped while it is busy)
             elif self.main and not self.evaluate_unless_stopped():
                 return  # the loop ends at this step; `finish()` saves `latest.pt` once
@@ -345,9 +335,9 @@ class Runner:
         with self.timer("eval"):
             result = run_episodes(self.algo.policy, self.eval_env, cfg.episodes, cfg.deterministic,
                                   seed=self.cfg.seed + cfg.seed_offset, stop=stop)
-        return self._record_eval(result, self.state.global_step)
+        return self.record_eval(result, self.state.global_step)
 
-    def _record_eval(self, result: dict[str, Any], step: int,
+    def record_eval(self, result: dict[str, Any], step: int,
                      best: dict[str, Any] | None = None) -> dict[str, Any]:
         """Log, say and keep the evaluation of the policy at `step`; `best.pt` when it is the
         best so far (`best`: that policy's payload, when it is no longer the live one)."""
@@ -365,67 +355,6 @@ class Runner:
         self.progress.eval_done(result["mean_reward"], result["std_reward"], step,
                                 self.state.best_eval)
         return result
-
-    def _start_evaluator(self) -> None:
-        """The background evaluator, where `eval.background` and this run want one."""
-        cfg = self.cfg
-        if self.main and not self.state.stop and self.background_eval and wanted(
-                cfg.eval.background, self.state.total_timesteps - self.state.global_step,
-                cfg.eval.freq, cfg.torch_threads, self.collective.world.size == 1,
-                not self.algo_given):
-            self.evaluator = BackgroundEvaluator(self.config_dict)
-            log.info("periodic evaluations run in a second process while training goes on "
-                     "(eval.background=%s; the final one runs here)", cfg.eval.background)
-
-    def _evaluate_in_background(self, step: int) -> bool:
-        """Hand the policy at `step` to the evaluator, or skip this evaluation (said once)
-        while the previous one still runs; False when the evaluator is gone (said once: this
-        evaluation and the next run in this process)."""
-        check_weights(self.algo, step)
-        payload = cpu_copy(make_payload(self.ctx, self.schedule, self.config_dict, False))
-        snapshot = Snapshot(step, self.algo.policy.state_dict(), env_state(self.env), payload)
-        assert self.evaluator is not None
-        try:
-            sent = self.evaluator.submit(snapshot)
-        except EvaluatorFailed as exc:
-            self._evaluator_failed(exc)
-            return False
-        if not sent and self.evaluator.skipped == 1:
-            log.warning("the evaluation of step %s still runs: the one at step %s is skipped "
-                        "(evaluations take longer than eval.freq=%s env steps of training; "
-                        "said once)", f"{self.evaluator.pending.step:,}", f"{step:,}",
-                        f"{self.cfg.eval.freq:,}")
-        return True
-
-    def _evaluator_failed(self, exc: EvaluatorFailed) -> None:
-        log.warning("background evaluation stopped (%s): evaluating in the training process "
-                    "from now on", exc)
-        self._close_evaluator()
-
-    def _collect_evaluation(self, wait: bool = False) -> None:
-        """Take a finished background evaluation (`wait`: the pending one, however long it
-        takes, up to `START_TIMEOUT_S`); a failed evaluator is said once and replaced by
-        evaluations in this process."""
-        if self.evaluator is None:
-            return
-        try:
-            done = self.evaluator.poll()
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while (wait and done is None and self.evaluator.pending is not None
-                   and time.monotonic() < deadline and not self.stopper.requested()):
-                done = self.evaluator.poll(0.25)  # a stop meanwhile drops it: no waiting
-        except EvaluatorFailed as exc:
-            self._evaluator_failed(exc)
-            return
-        if done is not None:
-            snapshot, result = done
-            self._record_eval(result, snapshot.step, best=snapshot.payload)
-            self.save(self.paths.latest)  # its best return goes with the run's state
-
-    def _close_evaluator(self) -> None:
-        if self.evaluator is not None:
-            self.evaluator.close()
-            self.evaluator = None
 
     def save(self, path: Path, periodic: bool = False, gather: bool = True) -> Path:
         """Write a checkpoint to `path` (one of `self.paths`); never one with non-finite weights.

@@ -104,7 +104,7 @@ def catch_up(members: Members, folder: Path, stopper: GracefulStop,
                  seed, f"{steps[seed]:,}", f"{top:,}")
         runner = Runner(cfg, RunDir(folder).seed(seed).root, resume_from=payload)
         runner.stop_line, runner.resume_target = False, folder
-        runner.background_eval = False  # a seed of a batch evaluates in the training process
+        runner.offpath.allowed = False  # a seed of a batch evaluates in the training process
         runner.stopper.states.append(stopper.state)  # a signal here stops the batch too
         try:
             runner.run_to(top)

@@ -106,7 +106,7 @@ class SeedRunner:
                     member_cfg, RunDir(self.run_dir).seed(seed).root, resume_from=payload,
                     rows=None if self.shared is None else self.shared.view(k)))
             self.runners[-1].setup_lines = False  # the same for every seed: said once, in run()
-            self.runners[-1].background_eval = False  # (not one evaluator process per seed)
+            self.runners[-1].offpath.allowed = False  # (not one evaluator process per seed)
             self.runners[-1].stop_line = False  # one line for the batch: `resume=<batch>`
             self.runners[-1].resume_target = self.run_dir
             streams.capture()  # the random state seed `seed`'s own run is at, here

@@ -19,7 +19,7 @@ from rltrain.runner.runner import Runner
 from tests.e2e.harness import no_stray_signal  # noqa: F401  (fixture)
 
 BASE = ["algo=ppo", "env=CartPole-v1", "env.num_envs=4", "algo.n_steps=64", "algo.batch_size=64",
-        "total_timesteps=3072", "eval.freq=256", "eval.episodes=4", "checkpoint.freq=256",
+        "total_timesteps=2048", "eval.freq=256", "eval.episodes=4", "checkpoint.freq=256",
         "checkpoint.keep_last=100", "progress=off"]
 
 
@@ -44,7 +44,7 @@ def test_background_evaluations_equal_the_training_process_ones_and_pick_best(tm
     _, _ = run(tmp_path, "here", "eval.background=false")
     runner, _ = run(tmp_path, "away", "eval.background=true")
     here, away = evals(tmp_path / "here"), evals(tmp_path / "away")
-    periodic = {s: v for s, v in away.items() if s < 3072}
+    periodic = {s: v for s, v in away.items() if s < 2048}
     assert periodic, away  # at least one evaluation came back from the evaluator
     for step, value in away.items():
         assert value == here[step], (step, away, here)
@@ -54,15 +54,15 @@ def test_background_evaluations_equal_the_training_process_ones_and_pick_best(tm
     # best.pt holds the weights that were evaluated, not the live ones of when the result came
     torch.testing.assert_close(policy(tmp_path / "away" / "checkpoints" / "best.pt"),
                                policy(tmp_path / "here" / "checkpoints" / f"step_{best_step:09d}.pt"))
-    assert runner.evaluator is None  # ended with the run
+    assert runner.offpath.evaluator is None  # ended with the run
 
 
 def test_a_dead_evaluator_is_said_once_and_the_run_evaluates_in_its_own_process(tmp_path, caplog):
     killed = []
 
     def kill(runner: Runner, state) -> None:
-        if runner.evaluator is not None and runner.evaluator.pending is not None and not killed:
-            runner.evaluator.process.kill()
+        if runner.offpath.evaluator is not None and runner.offpath.evaluator.pending is not None and not killed:
+            runner.offpath.evaluator.process.kill()
             killed.append(state.global_step)
 
     runner, result = run(tmp_path, "run", "eval.background=true", callback=kill)
@@ -79,8 +79,8 @@ def test_ctrl_c_while_the_evaluator_runs_stops_the_run_ends_the_evaluator_and_re
     seen = {}
 
     def interrupt(runner: Runner, state) -> None:
-        if runner.evaluator is not None and runner.evaluator.pending is not None and not seen:
-            seen["process"] = runner.evaluator.process
+        if runner.offpath.evaluator is not None and runner.offpath.evaluator.pending is not None and not seen:
+            seen["process"] = runner.offpath.evaluator.process
             seen["step"] = state.global_step
             os.kill(os.getpid(), signal.SIGINT)
 
