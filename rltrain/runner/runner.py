@@ -288,9 +288,8 @@ class Runner:
         self.progress.update(step, self.episodes.mean_return)
         self.offpath.collect()
         if self.schedule.due_eval(step):
-            if self.offpath.submit(step):
-                pass  # handed to the evaluator (or skipped while it is busy)
-            elif self.main and not self.evaluate_unless_stopped():
+            # handed to the evaluator (or skipped while it is busy), else evaluated here
+            if not self.offpath.submit(step) and self.main and not self.evaluate_unless_stopped():
                 return  # the loop ends at this step; `finish()` saves `latest.pt` once
             self.save(self.paths.latest)
         if self.schedule.due_ckpt(step):

@@ -32,6 +32,15 @@ def row_seeds(seed: int | Sequence[int] | np.ndarray, n: int) -> np.ndarray:
     return seeds
 
 
+def _row_order(info: dict, count: int) -> np.ndarray | None:
+    """The permutation putting an engine's `count` results (all rows, or the rows a partial
+    reset returned) in row order, from `info["env_id"]`; None when they already are."""
+    ids = np.asarray(info.get("env_id", ()))
+    if len(ids) != count or (np.diff(ids) > 0).all():
+        return None
+    return np.argsort(ids)
+
+
 class SameStep(gym.vector.VectorEnv):
     """`build(seeds)` makes the engine (a gymnasium-API vector env with next-step autoreset,
     `reset(env_ids)` for some rows, and `info["env_id"]` naming the row of each result);
@@ -61,12 +70,13 @@ class SameStep(gym.vector.VectorEnv):
                 self.engine.close()
                 self.engine, self._seeds = self._build(seeds), seeds
         obs, info = self.engine.reset()
-        return self._in_row_order(obs, info), {}
+        order = _row_order(info, len(obs))
+        return (obs if order is None else obs[order]), {}
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                   np.ndarray, dict]:
         obs, reward, terminated, truncated, info = self.engine.step(actions)
-        order = self._order(info)
+        order = _row_order(info, self.num_envs)
         if order is not None:
             obs, reward, terminated, truncated = (a[order] for a in
                                                   (obs, reward, terminated, truncated))
@@ -77,23 +87,9 @@ class SameStep(gym.vector.VectorEnv):
         final = obs  # the engine's fresh array: the ended rows' true last observations
         obs = obs.copy()
         reset_obs, reset_info = self.engine.reset(ended.astype(np.int32))
-        obs[ended] = self._in_row_order(reset_obs, reset_info)
+        order = _row_order(reset_info, len(reset_obs))
+        obs[ended] = reset_obs if order is None else reset_obs[order]
         return obs, reward, terminated, truncated, {"final_obs": final, "_final_obs": done}
-
-    def _order(self, info: dict) -> np.ndarray | None:
-        """The permutation putting the engine's results in row order; None when they are."""
-        ids = np.asarray(info.get("env_id", ()))
-        if len(ids) != self.num_envs or (np.diff(ids) > 0).all():
-            return None
-        return np.argsort(ids)
-
-    @staticmethod
-    def _in_row_order(obs: np.ndarray, info: dict) -> np.ndarray:
-        """`obs` of the rows a (partial) reset returned, sorted by row."""
-        ids = np.asarray(info.get("env_id", ()))
-        if len(ids) != len(obs) or (np.diff(ids) > 0).all():
-            return obs
-        return obs[np.argsort(ids)]
 
     def close(self, **kwargs: Any) -> None:
         self.engine.close()
