@@ -5,7 +5,8 @@ right after the other, on this machine.
     python benchmarks/background_eval.py                                   # SAC HalfCheetah 100k
     python benchmarks/background_eval.py --tasks ppo:LunarLander-v3:1000000 sac:HalfCheetah-v5:100000
 
-Writes benchmarks/results/background_eval.{json,md} after every run.
+Writes benchmarks/results/background_eval.{json,md} after every run, keeping the rows of tasks
+not run this time.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="*", default=["sac:HalfCheetah-v5:100000"])
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
-    rows: list[dict] = []
+    saved = Path(args.out) / "background_eval.json"  # other tasks' rows are kept
+    rows = [r for r in (json.loads(saved.read_text()) if saved.is_file() else [])
+            if r["task"] not in args.tasks]
     for task in args.tasks:
         for setting in ("false", "true"):
             rows.append(one(task, setting))
