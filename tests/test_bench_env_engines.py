@@ -31,3 +31,25 @@ def test_the_choice_is_the_smallest_count_from_which_envpool_always_wins():
     faster_from, measured = env_engines.derive_choice(table)
     assert faster_from == {"classic": 1 << 62, "mujoco": 64}
     assert measured == {"mujoco": 3.0}
+
+
+def test_engine_presets_runs_each_engine_on_the_preset_and_keeps_other_tasks(tmp_path):
+    """benchmarks/engine_presets.py: the command line of each engine's run applies the task's
+    preset and budget; the table gives each engine's seconds against gymnasium's."""
+    import engine_presets
+
+    from rltrain.config.compose import compose_train_config
+
+    for engine in engine_presets.ENGINES:
+        cfg = compose_train_config(engine_presets.overrides("ppo:LunarLander-v3:4096", engine, 2))
+        assert (cfg.preset, cfg.env.backend, cfg.total_timesteps, cfg.seed) == (
+            "ppo_lunarlander", engine, 4096, 2)
+        assert cfg.eval.freq == 0 and cfg.checkpoint.freq == 0
+    rows = [{"task": "t", "engine": "gymnasium", "seed": 0, "seconds": 200.0, "final": 1.0,
+             "date": "d"},
+            {"task": "t", "engine": "envpool", "seed": 0, "seconds": 150.0, "final": 2.0,
+             "date": "d"}]
+    engine_presets.write(rows, tmp_path)
+    table = (tmp_path / "engine_presets.md").read_text()
+    assert "| t | 0 | envpool | 150.0 | 0.75 | 2.0 | d |" in table
+    assert json.loads((tmp_path / "engine_presets.json").read_text()) == rows

@@ -1,5 +1,6 @@
 """Build a `VecEnv` from an `EnvConfig`: gymnasium envs through `GymVecEnv`, native torch envs
-(`env.backend=torch`) and your batched envs directly; save and restore their state for resume."""
+(`env.backend=torch`) and your batched envs directly, one engine for a seed batch
+(`shared_rows`); save and restore their state for resume."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from rltrain.envs.engines.envpool import make_envpool
 from rltrain.envs.frame_stack import VectorFrameStack
 from rltrain.envs.native import make_native
 from rltrain.envs.normalize import NormalizeObs, ScaleReward, normalized_entries
+from rltrain.envs.rows import GymRowView, SharedRows
 from rltrain.envs.snapshot import capture_problem as gym_problem
 from rltrain.envs.snapshot import has_protocol, restore, snapshot
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
@@ -56,6 +58,11 @@ def _make_one(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     return apply_wrappers(env, cfg.wrappers)
 
 
+GYM_ROWS = (GymVecEnv, GymRowView)
+"""Base envs whose rows `resume_state` saves as gymnasium envs: a `GymVecEnv`, or a seed's rows
+of one shared by a seed batch (`envs/rows.py`)."""
+
+
 def _make_vec(cfg: EnvConfig, device: torch.device | str, n: int) -> VecEnv:
     """The unnormalized `VecEnv`: native (backend=torch), the user's batched env, or
     gymnasium's or EnvPool's vector env (`engines/choice.py` picks for backend=auto)."""
@@ -75,12 +82,40 @@ def _make_vec(cfg: EnvConfig, device: torch.device | str, n: int) -> VecEnv:
     if engine.backend == "envpool":
         venv = make_envpool(cfg, n)
     else:
-        fns = [partial(_make_one, cfg) for _ in range(n)]
-        vec_cls = AsyncVectorEnv if cfg.vectorization == "async" else SyncVectorEnv
-        venv = vec_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+        venv = _gym_vector(cfg, n)
     env = GymVecEnv(venv, device, name=cfg.id)
     env.engine_note = engine.note
     return env
+
+
+def _gym_vector(cfg: EnvConfig, n: int) -> gym.vector.VectorEnv:
+    """`n` gymnasium envs of `cfg` in one vector env (SAME_STEP autoreset)."""
+    fns = [partial(_make_one, cfg) for _ in range(n)]
+    vec_cls = AsyncVectorEnv if cfg.vectorization == "async" else SyncVectorEnv
+    return vec_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def shared_rows(cfg: EnvConfig, seeds: list[int], device: torch.device) -> SharedRows | None:
+    """One engine of `len(seeds) x cfg.num_envs` rows for a seed batch, where each seed's single
+    run steps EnvPool or gymnasium's `SyncVectorEnv` (chosen as for one seed, so a seed in a
+    batch and alone see the same transitions); None otherwise (each seed builds its own envs:
+    native and your batched envs, async vector envs, the Atari preprocessing)."""
+    n = cfg.num_envs or 1
+    if len(seeds) < 2 or cfg.backend == "torch" or resolve_env_id(cfg.id, cfg.imports).batched:
+        return None
+    check_env(cfg)
+    engine, rows = choose(cfg, n), len(seeds) * n
+    if engine.backend == "envpool":
+        venv = make_envpool(cfg, rows)
+    elif cfg.vectorization == "sync" and not preprocessing(cfg):
+        venv = _gym_vector(cfg, rows)
+    else:
+        return None
+    env = GymVecEnv(venv, device, name=cfg.id)
+    kind = "engine" if engine.backend == "envpool" else "vector env"
+    env.engine_note = (f"{engine.note + '; ' if engine.note else ''}the {len(seeds)} seeds "
+                       f"step one {kind} of {len(seeds)} x {n} rows")
+    return SharedRows(env, seeds)
 
 
 def engine_note(env: VecEnv) -> str | None:
@@ -212,7 +247,7 @@ def capture_problem(env: VecEnv) -> str | None:
     base = _wrappers(env)[-1]
     if isinstance(getattr(base, "capture_problem", None), str):  # a seed's rows of an engine
         return base.capture_problem
-    if isinstance(base, GymVecEnv):
+    if isinstance(base, GYM_ROWS):
         return gym_problem(base.venv)
     if has_protocol(base):
         return None
@@ -230,7 +265,7 @@ def resume_state(env: VecEnv) -> dict:
         if isinstance(layer, ScaleReward):
             out["running_return"] = layer._ret.cpu().clone()
     base = _wrappers(env)[-1]
-    if isinstance(base, GymVecEnv):
+    if isinstance(base, GYM_ROWS):
         out["episode_return"] = torch.from_numpy(base._ep_return.copy())
         out["episode_length"] = torch.from_numpy(base._ep_length.copy())
         out["sim"] = snapshot(base.venv)
@@ -251,15 +286,15 @@ def load_resume_state(env: VecEnv, state: dict) -> Resumed:
     n, base = env.spec.num_envs, _wrappers(env)[-1]
     scale = next((w for w in _wrappers(env) if isinstance(w, ScaleReward)), None)
     saved = {k: state.get(k) for k in ("running_return", "episode_return", "episode_length")}
-    wanted = ("episode_return", "episode_length") if isinstance(base, GymVecEnv) else ()
+    wanted = ("episode_return", "episode_length") if isinstance(base, GYM_ROWS) else ()
     wanted += ("running_return",) if scale is not None else ()
     if any(not _rows(saved[k], n) for k in wanted):
         return Resumed(False, "the checkpoint holds no complete episode state for these envs")
     mask = state.get("info_mask")
-    if mask is not None and (not isinstance(base, GymVecEnv) or tuple(mask.shape) != (
+    if mask is not None and (not isinstance(base, GYM_ROWS) or tuple(mask.shape) != (
             n, sum(base._mask_segments))):
         return Resumed(False, "the saved action masks do not fit these envs")
-    if isinstance(base, GymVecEnv):
+    if isinstance(base, GYM_ROWS):
         problem = restore(base.venv, state.get("sim"))
     elif not isinstance(state.get("native"), dict) or not base.load_sim_state(state["native"]):
         problem = "the saved simulator state does not fit this env"
@@ -267,7 +302,7 @@ def load_resume_state(env: VecEnv, state: dict) -> Resumed:
         return Resumed(False, problem)
     if scale is not None:
         scale._ret.copy_(saved["running_return"].to(scale._ret.device))
-    if isinstance(base, GymVecEnv):
+    if isinstance(base, GYM_ROWS):
         base._ep_return[:] = saved["episode_return"].numpy()
         base._ep_length[:] = saved["episode_length"].numpy()
         if mask is not None:

@@ -3,10 +3,14 @@ rows (seed k's env i is row k*N + i, seeded `seed_k + i` as seed k's own env wou
 `view(k)` is seed k's N rows as a `VecEnv` of their own, under seed k's own wrappers
 (normalizers, frame stack). The batch steps every seed at once (`step`, one engine call), then
 each seed's wrapper stack steps its view, which hands out that seed's rows of the result.
+`envs/make.py`'s `shared_rows` builds one where a seed's own run would step EnvPool or
+gymnasium's `SyncVectorEnv`.
 
-Used for C++ engines (`envs/engines/`), whose rows are independent and seeded per row: a seed's
-rows get the transitions its own engine would give (tests/envs/test_engines.py). Their state is
-never saved (a resume restarts episodes), so nothing here saves any either.
+Rows are independent and seeded per row, so a seed's rows get the transitions its own engine
+would give (tests/envs/test_engines.py, tests/envs/test_rows.py). A C++ engine's state is never
+saved (a resume restarts episodes). A gymnasium engine's view (`GymRowView`) shows its rows as
+`GymVecEnv`'s resume state reads them (episode sums, action masks, the sub-envs), so a seed's
+checkpoint is the one its single run writes, and resumes exactly where that one would.
 """
 
 from __future__ import annotations
@@ -14,12 +18,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
-from rltrain.envs.config import EnvConfig
-from rltrain.envs.engines.choice import choose
-from rltrain.envs.engines.envpool import make_envpool
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.obs import Obs
 from rltrain.types import StepResult
@@ -48,7 +50,8 @@ class SharedRows:
 
     def view(self, k: int) -> RowView:
         """Seed k's rows (`seeds[k]`) as a VecEnv."""
-        return RowView(self, k)
+        gym_rows = isinstance(self.env.venv, gym.vector.SyncVectorEnv)
+        return (GymRowView if gym_rows else RowView)(self, k)
 
     def reset_rows(self, k: int, seed: int | None) -> Obs:
         """Seed k's reset observations. The first view to reset resets every row, row i of
@@ -128,16 +131,47 @@ class RowView:
         """The shared engine is closed by its batch (`SharedRows.close`), not by one seed."""
 
 
-def shared_rows(cfg: EnvConfig, seeds: list[int], device: torch.device) -> SharedRows | None:
-    """One EnvPool of `len(seeds) x cfg.num_envs` rows for a seed batch, where each seed's
-    single run steps EnvPool (`env.backend=envpool`, or `auto` choosing it for `cfg.num_envs`
-    envs: the engine is chosen as for one seed, so a seed in a batch and alone see the same
-    transitions); None otherwise (each seed then builds its own envs)."""
-    rows = len(seeds) * (cfg.num_envs or 1)
-    engine = choose(cfg, cfg.num_envs or 1)
-    if len(seeds) < 2 or engine.backend != "envpool":
-        return None
-    env = GymVecEnv(make_envpool(cfg, rows), device, name=cfg.id)
-    env.engine_note = (f"{engine.note or 'envs step with EnvPool'}; the {len(seeds)} seeds "
-                       f"step one engine of {len(seeds)} x {cfg.num_envs} rows")
-    return SharedRows(env, seeds)
+
+class _SeedEnvs(gym.vector.SyncVectorEnv):
+    """Seed k's sub-envs of a shared `SyncVectorEnv`, as the vector env that `envs/snapshot.py`
+    captures and restores: the same envs and the same rows of `_autoreset_envs` (nothing is
+    built, nothing closed here: the batch closes the shared engine)."""
+
+    def __init__(self, venv: gym.vector.SyncVectorEnv, rows: slice):  # noqa: no super().__init__
+        self._venv, self._rows = venv, rows
+        self.envs, self.closed = venv.envs[rows], True
+
+    @property
+    def _autoreset_envs(self) -> np.ndarray:
+        return self._venv._autoreset_envs[self._rows]
+
+    @_autoreset_envs.setter
+    def _autoreset_envs(self, value: np.ndarray) -> None:
+        self._venv._autoreset_envs[self._rows] = value
+
+
+class GymRowView(RowView):
+    """Seed k's rows of a shared gymnasium engine, also showing them as `GymVecEnv` shows its
+    resume state (`envs/make.py`): the episode sums (numpy views of the engine's, written in
+    place), the action masks of the current observations and the sub-envs (`venv`)."""
+
+    def __init__(self, shared: SharedRows, k: int):
+        super().__init__(shared, k)
+        base, rows = shared.env, shared._slice(k)
+        self._rows = rows
+        self.venv = _SeedEnvs(base.venv, rows)
+        self._ep_return, self._ep_length = base._ep_return[rows], base._ep_length[rows]
+        self._mask_segments = base._mask_segments
+
+    @property
+    def _info_mask(self) -> torch.Tensor | None:
+        mask = self.shared.env._info_mask
+        return None if mask is None else mask[self._rows]
+
+    @_info_mask.setter
+    def _info_mask(self, value: torch.Tensor) -> None:
+        base = self.shared.env
+        if base._info_mask is None:  # every action valid on the other seeds' rows
+            base._info_mask = torch.ones((self.shared.total, value.shape[1]), dtype=torch.bool,
+                                         device=value.device)
+        base._info_mask[self._rows] = value

@@ -25,7 +25,7 @@ import numpy as np
 
 from rltrain.checkpoint.run_dir import RunDir, seed_overrides
 from rltrain.config.schema import TrainConfig, config_to_dict
-from rltrain.envs.rows import shared_rows
+from rltrain.envs.make import shared_rows
 from rltrain.envs.trust import resume_command
 from rltrain.errors import UserError
 from rltrain.report.cli import write_report

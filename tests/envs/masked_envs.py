@@ -77,3 +77,16 @@ class PickTargetInfo(_PickTargetBase):
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = super().step(action)
         return obs, reward, terminated, truncated, {"action_mask": self.mask.copy()}
+
+
+class PickTargetInfoSaved(PickTargetInfo):
+    """`PickTargetInfo` with the state protocol (`sim_state` / `load_sim_state`): its episodes
+    continue exactly on resume, the mask of its current observation included."""
+
+    def sim_state(self) -> dict[str, Any]:
+        return {"target": self.target, "mask": self.mask.copy(), "t": self.t,
+                "rng": self._rng.bit_generator.state}
+
+    def load_sim_state(self, state: dict[str, Any]) -> None:
+        self.target, self.mask, self.t = int(state["target"]), np.array(state["mask"]), int(state["t"])
+        self._rng.bit_generator.state = state["rng"]
