@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SIDES = ("rltrain", "sb3")
+TIME_TARGET = 0.33
+"""Issue 46's target: rltrain's median training seconds at most this share of SB3's."""
 DEFAULT_SEEDS = (0, 1, 2)
 
 
@@ -44,6 +46,9 @@ class Task:
     note: str = ""
     overrides: tuple[str, ...] = field(default=())
     """Extra rltrain overrides."""
+    time_floor: str = ""
+    """For a row above TIME_TARGET: the cheapest settings measured that hold the return, timed,
+    and the update's matrix-product floor (update_floor.md); shown instead of a blank."""
     algo: str | None = None
     """The rltrain `algo=` option and the RL-Zoo entry's algo, when the row's key is a label
     (`ppo_gsde`); None: the key's algo."""
@@ -52,15 +57,22 @@ class Task:
 # (algo, env id) -> Task. The issue's table, then the CartPole / Pendulum rows kept from before.
 TASKS: dict[tuple[str, str], Task] = {
     ("sac", "HalfCheetah-v5"): Task(100_000, 3000.0, beat_sb3=True, preset="sac_halfcheetah"),
-    ("sac", "Hopper-v5"): Task(100_000, 1000.0, beat_sb3=True, preset="sac_hopper"),
-    ("ppo", "HalfCheetah-v5"): Task(1_000_000, 1500.0, beat_sb3=True, preset="ppo_halfcheetah"),
+    ("sac", "Hopper-v5"): Task(100_000, 1000.0, beat_sb3=True, preset="sac_hopper",
+        time_floor="products 0.30 (update_floor.md); the preset is the lightest tried that holds: 128x128 and 2 gradient steps per env step (0.65; 256x256 with 1: 0.80)"),
+    ("ppo", "HalfCheetah-v5"): Task(1_000_000, 1500.0, beat_sb3=True, preset="ppo_halfcheetah",
+        time_floor="products 0.12 (update_floor.md); no lighter preset tried (18 min a seed)"),
     ("ppo", "LunarLander-v3"): Task(1_000_000, 200.0, preset="ppo_lunarlander"),
-    ("dqn", "LunarLander-v3"): Task(100_000, 100.0, preset="dqn_lunarlander"),
-    ("sac", "LunarLanderContinuous-v3"): Task(300_000, 200.0, preset="sac_lunarlander_continuous"),
-    ("sac", "MountainCarContinuous-v0"): Task(50_000, 90.0, preset="sac_mountaincar_continuous"),
-    ("dqn", "MountainCar-v0"): Task(120_000, -110.0, preset="dqn_mountaincar"),
+    ("dqn", "LunarLander-v3"): Task(100_000, 100.0, preset="dqn_lunarlander",
+        time_floor="products 0.26 (update_floor.md); lighter nets lose seeds: [128,128] (0.31-0.42) and [64,64] with double Q (0.25-0.28) leave 2 of 6 seeds below 100 (preset_trials.md)"),
+    ("sac", "LunarLanderContinuous-v3"): Task(300_000, 200.0, preset="sac_lunarlander_continuous",
+        time_floor="products 0.56 with the 400x300 preset (update_floor.md); no lighter preset tried (2 h a seed)"),
+    ("sac", "MountainCarContinuous-v0"): Task(50_000, 90.0, preset="sac_mountaincar_continuous",
+        time_floor="products 0.09 (update_floor.md); batch 256 kept (0.47; 512: 0.62); 16 of 32 gradient steps (0.24-0.27) leave 2 of 6 seeds below 90 (preset_trials.md)"),
+    ("dqn", "MountainCar-v0"): Task(120_000, -110.0, preset="dqn_mountaincar",
+        time_floor="products 0.30 (update_floor.md); [128,128] (0.43-0.47), [64,64] (0.36-0.39) and half the gradient steps (0.47-0.53) end below -110 (preset_trials.md)"),
     # issue 15: gSDE (RL-Zoo 88.3 at 20k), memory (RL-Zoo: 500, -218, 91.5), plain PPO beside it
-    ("ppo", "MountainCarContinuous-v0"): Task(20_000, 85.0, preset="ppo_mountaincar_continuous"),
+    ("ppo", "MountainCarContinuous-v0"): Task(20_000, 85.0, preset="ppo_mountaincar_continuous",
+        time_floor="products 0.01 (update_floor.md: the loop\'s fixed costs dominate); 5 epochs kept (0.39; 10: ~0.7); 4 epochs (0.33-0.43) end below 85 (preset_trials.md)"),
     ("ppo_lstm", "CartPoleNoVel-v1"): Task(100_000, 475.0, preset="ppo_lstm_cartpole_novel"),
     ("ppo_lstm", "PendulumNoVel-v1"): Task(100_000, -218.0, preset="ppo_lstm_pendulum_novel"),
     ("ppo_lstm", "MountainCarContinuousNoVel-v0"): Task(
@@ -69,12 +81,16 @@ TASKS: dict[tuple[str, str], Task] = {
         "env.num_envs=4", "algo.n_steps=1024", "algo.batch_size=64", "algo.gamma=0.9",
         "algo.n_epochs=10", "algo.lr=1e-3", "algo.use_sde=true", "algo.sde_sample_freq=4",
         "env.normalize_reward=false", "algo.log_std_init=-0.69"), preset="ppo_pendulum",
-        note="RL-Zoo's gSDE settings over the Pendulum preset; SB3's log std 0 in env units"),
+        note="RL-Zoo's gSDE settings over the Pendulum preset; SB3's log std 0 in env units",
+        time_floor="not measured"),
     ("ppo", "CartPoleNoVel-v1"): Task(100_000, 0.0, preset="ppo_cartpole",
                                       note="contrast: no memory, no floor"),
     ("ppo", "ALE/Breakout-v5"): Task(250_000, 8.0, preset="ppo_atari",
                                      env_overrides=("env.id=ALE/Breakout-v5",),
-                                     note="1M frames = 250k agent steps (frame skip 4)"),
+                                     note="1M frames = 250k agent steps (frame skip 4)",
+                                     time_floor="not measured; PPO end to end is update-bound "
+                                     "(0.2k agent steps/s at 1-64 envs against 1.0k for the envs "
+                                     "alone, env_engines.md): a faster engine saves ~1/5 at most"),
     ("ppo", "CartPole-v1"): Task(100_000, 475.0),
     ("ppo", "Pendulum-v1"): Task(100_000, -200.0),
     ("sac", "Pendulum-v1"): Task(20_000, -200.0),
@@ -190,7 +206,8 @@ def summarize(results: dict, seeds: tuple[int, ...] = DEFAULT_SEEDS) -> list[dic
         if not runs:
             continue
         row: dict = {"task": key, "budget": task.budget, "floor": task.floor,
-                     "beat_sb3": task.beat_sb3, "note": task.note, "sides": {}}
+                     "beat_sb3": task.beat_sb3, "note": task.note,
+                     "time_floor": task.time_floor, "sides": {}}
         for side in SIDES:
             mine = runs.get(side, {})
             all_seeds = sorted({*seeds, *(int(s) for s in mine)})
@@ -233,19 +250,25 @@ def markdown(rows: list[dict]) -> str:
     lines = [
         "Final deterministic eval (10 episodes) after the budget; **median** [per seed], then "
         "training seconds median [per seed]. rltrain: tuned preset; SB3: RL-Zoo's settings. "
-        "time ratio = rltrain / SB3 median seconds.",
+        "time ratio = rltrain / SB3 median seconds. Above the target of "
+        f"{TIME_TARGET}: the row's measured time floor (lighter settings tried and their time "
+        "ratios; `products`: the update's matrix products alone over SB3's seconds, the lowest "
+        "ratio the same networks and update count allow on this CPU).",
         "",
-        "| task | budget | rltrain | SB3 (RL-Zoo) | time ratio | floor | status | run dates |",
-        "|---|---|---|---|---|---|---|---|",
+        "| task | budget | rltrain | SB3 (RL-Zoo) | time ratio | above the target: time floor "
+        "| return floor | status | run dates |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         floor = f"≥ {r['floor']:g}" + (" and ≥ SB3" if r["beat_sb3"] else "")
         ratio = "missing" if r["time_ratio"] is None else f"{r['time_ratio']:.2f}"
         dates = sorted({d for side in r["sides"].values() for d in side["dates"]})
         task = r["task"] + (f" ({r['note']})" if r["note"] else "")
+        over = r["time_ratio"] is not None and round(r["time_ratio"], 2) > TIME_TARGET
+        time_floor = (r.get("time_floor") or "not measured") if over else "—"
         lines.append(f"| {task} | {r['budget']:,} | {_side_cell(r['sides']['rltrain'])} | "
-                     f"{_side_cell(r['sides']['sb3'])} | {ratio} | {floor} | {r['status']} | "
-                     f"{', '.join(dates)} |")
+                     f"{_side_cell(r['sides']['sb3'])} | {ratio} | {time_floor} | {floor} | "
+                     f"{r['status']} | {', '.join(dates)} |")
     return "\n".join(lines)
 
 

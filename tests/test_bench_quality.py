@@ -89,8 +89,24 @@ def test_markdown_has_a_column_per_side_the_ratio_the_floor_missing_and_the_date
     assert "rltrain" in header and "SB3" in header and "time ratio" in header
     cells = [c.strip() for c in line.split("|")[1:-1]]
     assert cells[0] == TASK and "missing" in cells[2]  # seed 2 of rltrain
-    assert cells[4] == f"{20 / 60:.2f}" and cells[5] == "≥ 1000 and ≥ SB3"
-    assert cells[6] == "missing" and cells[7] == "2026-11-24"
+    assert cells[4] == f"{20 / 60:.2f}" and cells[5] == "—"  # 0.33: at the target
+    assert cells[6] == "≥ 1000 and ≥ SB3"
+    assert cells[7] == "missing" and cells[8] == "2026-11-24"
+
+
+def test_a_row_above_the_time_target_names_its_floor_or_says_it_is_not_measured():
+    slow = filled(TASK, [(1500, 30), (1100, 30), (1200, 30)], [(1000, 40), (1200, 60), (900, 60)])
+    rows = quality.summarize(slow)
+    line = quality.markdown(rows).splitlines()[4]
+    assert "| 0.50 | " + quality.TASKS[quality.parse_task(TASK)].time_floor + " |" in line
+    rows[0]["time_floor"] = ""
+    assert "| 0.50 | not measured |" in quality.markdown(rows).splitlines()[4]
+    for key, task in quality.TASKS.items():  # every row of the committed table above the target
+        row = next((r for r in quality.summarize(quality.load_results(
+            Path(quality.__file__).parent / "results" / "quality.json")) if r["task"] ==
+            quality.task_key(*key)), None)
+        if row and row["time_ratio"] and round(row["time_ratio"], 2) > quality.TIME_TARGET:
+            assert task.time_floor, f"{key}: above {quality.TIME_TARGET} with no time floor"
 
 
 def test_write_then_load_round_trips_and_reads_the_old_list_format(tmp_path):
