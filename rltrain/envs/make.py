@@ -112,9 +112,10 @@ def shared_rows(cfg: EnvConfig, seeds: list[int], device: torch.device) -> Share
     else:
         return None
     env = GymVecEnv(venv, device, name=cfg.id)
-    kind = "engine" if engine.backend == "envpool" else "vector env"
-    env.engine_note = (f"{engine.note + '; ' if engine.note else ''}the {len(seeds)} seeds "
-                       f"step one {kind} of {len(seeds)} x {n} rows")
+    pool = engine.backend == "envpool"
+    said = engine.note or ("envs step with EnvPool" if pool else None)
+    env.engine_note = (f"{said + '; ' if said else ''}the {len(seeds)} seeds step one "
+                       f"{'engine' if pool else 'vector env'} of {len(seeds)} x {n} rows")
     return SharedRows(env, seeds)
 
 
