@@ -73,6 +73,12 @@ class SharedRows:
         self._reset = None
         self._results = {k: self._split(res, k) for k in range(len(self.seeds))}
 
+    def seed_of_fault(self, exc: BaseException) -> int | None:
+        """The seed whose row raised `exc` (an env fault in `step` or a reset), where the engine
+        says which row it was stepping (gymnasium's `SyncVectorEnv`); None otherwise."""
+        row = _faulty_row(exc)
+        return None if row is None or not 0 <= row < self.total else self.seeds[row // self.n]
+
     def take(self, k: int) -> StepResult:
         """Seed k's rows of the last `step` (each seed takes them once)."""
         if k not in self._results:
@@ -107,6 +113,20 @@ class SharedRows:
 
     def close(self) -> None:
         self.env.close()
+
+
+def _faulty_row(exc: BaseException) -> int | None:
+    """The index `i` of the sub-env that `SyncVectorEnv` was stepping or resetting when the
+    exception behind `exc` (its cause, for an `EnvError`) was raised; None when no such frame is
+    in its traceback."""
+    cause = exc.__cause__ or exc
+    tb = cause.__traceback__
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        if isinstance(local.get("self"), gym.vector.SyncVectorEnv) and type(local.get("i")) is int:
+            return local["i"]
+        tb = tb.tb_next
+    return None
 
 
 class RowView:

@@ -109,9 +109,12 @@ class SeedBatch:
             try:
                 self.shared.step({s: actions[k] for k, s in enumerate(self.seeds)})
             except EnvError as exc:
-                raise EnvError(f"{exc} (at env step {self.runners[0].state.global_step:,}, "
-                               f"one engine for seeds {', '.join(map(str, self.seeds))}); "
-                               f"{self._kept()}") from exc
+                step, seed = self.runners[0].state.global_step, self.shared.seed_of_fault(exc)
+                if seed is not None:  # the engine says whose row it was
+                    raise EnvError(f"[seed {seed}] {exc} (at env step {step:,}); "
+                                   f"{self._kept()}") from exc
+                raise EnvError(f"{exc} (at env step {step:,}, one engine for seeds "
+                               f"{', '.join(map(str, self.seeds))}); {self._kept()}") from exc
         results = []
         for k, ctx in enumerate(self.ctxs):
             try:

@@ -136,6 +136,24 @@ def test_info_action_masks_are_each_seeds_rows_and_resume_with_it():
         assert_same(got, own.step(a))  # the restored envs continue where the others are
 
 
+def test_an_env_fault_names_the_seed_whose_row_raised():
+    from rltrain.errors import EnvError
+
+    cfg = EnvConfig(id="tests.envs.faulty_envs:make_faulty", num_envs=2,
+                    imports=["tests.envs.faulty_envs"],
+                    kwargs={"fault": "raise_step", "at": 3, "only_seed": 8})  # seed 7's row 1
+    shared, views = batch(cfg)
+    for view, seed in zip(views, SEEDS, strict=True):
+        view.reset(seed=seed)
+    actions = [torch.zeros(2, dtype=torch.long) for _ in SEEDS]
+    for _ in range(3):
+        step_all(shared, views, actions)
+    with pytest.raises(EnvError, match="exploded at its step 4") as caught:
+        step_all(shared, views, actions)
+    assert shared.seed_of_fault(caught.value) == 7
+    assert shared.seed_of_fault(EnvError("no traceback of a vector env")) is None
+
+
 @pytest.mark.parametrize("cfg, seeds", [
     (cartpole(), [0]),  # one seed: its own envs
     (cartpole(vectorization="async"), SEEDS),  # processes of their own: kept per seed
