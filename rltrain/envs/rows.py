@@ -157,7 +157,7 @@ class _SeedEnvs(gym.vector.SyncVectorEnv):
     captures and restores: the same envs and the same rows of `_autoreset_envs` (nothing is
     built, nothing closed here: the batch closes the shared engine)."""
 
-    def __init__(self, venv: gym.vector.SyncVectorEnv, rows: slice):  # noqa: no super().__init__
+    def __init__(self, venv: gym.vector.SyncVectorEnv, rows: slice):  # (no super().__init__)
         self._venv, self._rows = venv, rows
         self.envs, self.closed = venv.envs[rows], True
 
