@@ -39,7 +39,6 @@ def test_engine_presets_runs_each_engine_on_the_preset_and_keeps_other_tasks(tmp
     import engine_presets
 
     from rltrain.config.compose import compose_train_config
-
     from rltrain.envs.engines.envpool import envpool_installed
 
     assert "env.backend=envpool" in engine_presets.overrides("ppo:LunarLander-v3:4096", "envpool", 2)
