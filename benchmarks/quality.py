@@ -65,7 +65,9 @@ TASKS: dict[tuple[str, str], Task] = {
     ("dqn", "LunarLander-v3"): Task(100_000, 100.0, preset="dqn_lunarlander",
         time_floor="products 0.26 (update_floor.md); lighter nets lose seeds: [128,128] (0.31-0.42) and [64,64] with double Q (0.25-0.28) leave 2 of 6 seeds below 100 (preset_trials.md)"),
     ("sac", "LunarLanderContinuous-v3"): Task(300_000, 200.0, preset="sac_lunarlander_continuous",
-        time_floor="products 0.56 with the 400x300 preset (update_floor.md); no lighter preset tried (2 h a seed)"),
+        time_floor="products 0.56 with the 400x300 preset (update_floor.md); 64x64 (0.13-0.25) holds the floor "
+                   "but its medians, 264.3 and 251.4 on two code versions, sit below SB3's; 128x128 left seeds 0 "
+                   "and 1 below 200 (preset_trials.md)"),
     ("sac", "MountainCarContinuous-v0"): Task(50_000, 90.0, preset="sac_mountaincar_continuous",
         time_floor="products 0.09 (update_floor.md); batch 256 kept (0.47; 512: 0.62); 16 of 32 gradient steps (0.24-0.27) leave 2 of 6 seeds below 90 (preset_trials.md)"),
     ("dqn", "MountainCar-v0"): Task(120_000, -110.0, preset="dqn_mountaincar",
@@ -77,12 +79,14 @@ TASKS: dict[tuple[str, str], Task] = {
     ("ppo_lstm", "PendulumNoVel-v1"): Task(100_000, -218.0, preset="ppo_lstm_pendulum_novel"),
     ("ppo_lstm", "MountainCarContinuousNoVel-v0"): Task(
         300_000, 85.0, preset="ppo_lstm_mountaincar_continuous_novel"),
+    # gSDE over the Pendulum preset (docs/algorithms.md's command); until 2026-11-27 RL-Zoo's
+    # whole gSDE entry over it (4 envs, batch 64: 16k gradient steps), which ended at a median of
+    # -172.1 on 5 seeds, 0.1 under the floor, in about SB3's time (preset_trials.md)
     ("ppo_gsde", "Pendulum-v1"): Task(100_000, -172.0, algo="ppo", overrides=(
-        "env.num_envs=4", "algo.n_steps=1024", "algo.batch_size=64", "algo.gamma=0.9",
-        "algo.n_epochs=10", "algo.lr=1e-3", "algo.use_sde=true", "algo.sde_sample_freq=4",
-        "env.normalize_reward=false", "algo.log_std_init=-0.69"), preset="ppo_pendulum",
-        note="RL-Zoo's gSDE settings over the Pendulum preset; SB3's log std 0 in env units",
-        time_floor="not measured"),
+        "algo.use_sde=true", "algo.sde_sample_freq=4", "algo.log_std_init=-0.69"),
+        preset="ppo_pendulum", beat_sb3=True,
+        note="gSDE over the Pendulum preset: RL-Zoo's sample freq 4 and SB3's log std 0 in env "
+             "units; SB3: RL-Zoo's gSDE entry"),
     ("ppo", "CartPoleNoVel-v1"): Task(100_000, 0.0, preset="ppo_cartpole",
                                       note="contrast: no memory, no floor"),
     ("ppo", "ALE/Breakout-v5"): Task(250_000, 8.0, preset="ppo_atari",
@@ -132,14 +136,16 @@ def run_rltrain(algo: str, env: str, seed: int) -> dict:
     from rltrain_side import timed_run
 
     from rltrain.config.compose import compose_train_config
+    from rltrain.envs.engines.choice import choose
 
     cfg = compose_train_config(rltrain_overrides(algo, env, seed))
+    engine = choose(cfg.env, cfg.env.num_envs or 1).backend  # auto: EnvPool where installed and faster
     run = timed_run(cfg)
     if run["final"].get("stopped"):  # a signal or STOP file: no final eval, nothing to record
         raise SystemExit(f"{task_key(algo, env)} rltrain seed {seed} was stopped "
                          f"({run['final']['stopped']}); nothing recorded")
     return {"final_eval": float(run["final"]["mean_reward"]), "seconds": run["train_seconds"],
-            "budget": TASKS[(algo, env)].budget, "preset": cfg.preset}
+            "budget": TASKS[(algo, env)].budget, "preset": cfg.preset, "engine": engine}
 
 
 def run_sb3(algo: str, env: str, seed: int) -> dict:
@@ -220,6 +226,8 @@ def summarize(results: dict, seeds: tuple[int, ...] = DEFAULT_SEEDS) -> list[dic
                 "median_seconds": _median([v for v in secs.values() if v is not None]),
                 "complete": all(str(s) in mine for s in seeds),
                 "dates": sorted({mine[s].get("date", "?") for s in mine}),
+                # records before the engine was recorded (2026-11-27) all stepped gymnasium
+                "engines": sorted({mine[s].get("engine", "gymnasium") for s in mine}),
             }
         ours, theirs = row["sides"]["rltrain"], row["sides"]["sb3"]
         row["time_ratio"] = (ours["median_seconds"] / theirs["median_seconds"]
@@ -241,7 +249,9 @@ def _side_cell(side: dict) -> str:
         return "missing"
     finals = ", ".join("missing" if v is None else f"{v:.1f}" for v in side["finals"].values())
     secs = ", ".join("missing" if v is None else f"{v:.0f}" for v in side["seconds"].values())
-    return f"**{side['median_final']:.1f}** [{finals}]; {side['median_seconds']:.0f} s [{secs}]"
+    engines = [e for e in side.get("engines", []) if e != "gymnasium"] and side["engines"]
+    stepped = f"; {' and '.join(engines)}" if engines else ""  # gymnasium unless said
+    return f"**{side['median_final']:.1f}** [{finals}]; {side['median_seconds']:.0f} s [{secs}]{stepped}"
 
 
 def markdown(rows: list[dict]) -> str:
@@ -250,7 +260,9 @@ def markdown(rows: list[dict]) -> str:
     lines = [
         "Final deterministic eval (10 episodes) after the budget; **median** [per seed], then "
         "training seconds median [per seed]. rltrain: tuned preset; SB3: RL-Zoo's settings. "
-        "time ratio = rltrain / SB3 median seconds. Above the target of "
+        "time ratio = rltrain / SB3 median seconds. rltrain's envs step with gymnasium unless "
+        "the cell names another engine (`env.backend=auto` with the envpool extra installed). "
+        "Above the target of "
         f"{TIME_TARGET}: the row's measured time floor (lighter settings tried and their time "
         "ratios; `products`: the update's matrix products alone over SB3's seconds, the lowest "
         "ratio the same networks and update count allow on this CPU).",

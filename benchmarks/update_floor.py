@@ -1,13 +1,14 @@
 """How far each tuned task's update is above its matrix-product floor, and what that floor
 means for the time ratio against SB3.
 
-    python benchmarks/update_floor.py                          # the MLP tasks of quality.py
+    python benchmarks/update_floor.py                          # the tasks of quality.py above 0.33
     python benchmarks/update_floor.py --tasks sac:HalfCheetah-v5 dqn:MountainCar-v0
 
 For each task, a run of its preset (the quality benchmark's command line) goes until the first
 update and keeps that update's inputs. The update is then timed alone (median of `--repeats`
 blocks), and under `torch.profiler` (shapes recorded) its matrix products (`aten::mm`, `addmm`,
-`bmm`, `baddbmm`, the outermost ones) are replayed alone on random tensors of the same shapes:
+`bmm`, `baddbmm`) and convolutions (`conv2d`, `convolution_backward`), the outermost ones, are
+replayed alone on random tensors of the same shapes:
 `products / update` is the share of the update that is arithmetic any implementation of the same
 networks must do. Spread over the env steps each update stands for (off-policy: `train_freq` x
 envs / `gradient_steps`; on-policy: the rollout), and set against SB3's measured seconds per env
@@ -17,7 +18,10 @@ float32 implementation with the same networks and update count reaches on this C
 Run it as the quality runs were timed, one torch thread while another benchmark holds the other
 core: the products' seconds and SB3's are then taken under the same load. The replay uses
 contiguous inputs where the update's backward products may take transposed views (MKL takes
-either at about the same speed here). Convolutions are not counted, so image tasks are left out.
+either at about the same speed here). Convolutions count as products too (`aten::conv2d` and
+`aten::convolution_backward`, replayed with the stride, padding and output mask the profiler
+recorded, on channels-last inputs as the Nature CNN lays them out on a CPU), so image tasks
+(PPO Breakout) get a floor as well: their networks' arithmetic.
 """
 
 from __future__ import annotations
@@ -39,12 +43,33 @@ sys.path.insert(0, str(Path(__file__).parent))
 import quality  # noqa: E402 - the task table and command lines of the quality benchmark
 
 RESULTS = Path(__file__).parent / "results"
-PRODUCTS = {"aten::mm": (torch.mm, 2), "aten::addmm": (torch.addmm, 3),
-            "aten::bmm": (torch.bmm, 2), "aten::baddbmm": (torch.baddbmm, 3)}
-"""The matrix-product ops counted, with the call that replays them and their tensor inputs."""
+
+
+def _tensors_only(call: Any) -> Any:
+    return lambda tensors, scalars: call(*tensors)
+
+
+def _conv2d(tensors: list[Any], scalars: list[Any]) -> Any:
+    stride, padding, dilation, groups = scalars[:4]
+    return torch.conv2d(*tensors, stride, padding, dilation, groups)
+
+
+def _conv_backward(tensors: list[Any], scalars: list[Any]) -> Any:
+    bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask = scalars[:8]
+    return torch.ops.aten.convolution_backward(*tensors, bias_sizes, stride, padding, dilation,
+                                               transposed, output_padding, groups, mask)
+
+
+PRODUCTS = {"aten::mm": (_tensors_only(torch.mm), 2), "aten::addmm": (_tensors_only(torch.addmm), 3),
+            "aten::bmm": (_tensors_only(torch.bmm), 2),
+            "aten::baddbmm": (_tensors_only(torch.baddbmm), 3),
+            "aten::conv2d": (_conv2d, 3), "aten::convolution_backward": (_conv_backward, 3)}
+"""The product ops counted: (the call that replays one from its tensors and its recorded
+scalar arguments, how many tensor inputs lead its arguments)."""
 DEFAULT_TASKS = ("sac:HalfCheetah-v5", "sac:Hopper-v5", "sac:LunarLanderContinuous-v3",
                  "sac:MountainCarContinuous-v0", "ppo:HalfCheetah-v5", "ppo:LunarLander-v3",
-                 "dqn:LunarLander-v3", "dqn:MountainCar-v0", "ppo:MountainCarContinuous-v0")
+                 "dqn:LunarLander-v3", "dqn:MountainCar-v0", "ppo:MountainCarContinuous-v0",
+                 "ppo:ALE/Breakout-v5")
 
 
 class FirstUpdate(Exception):
@@ -96,8 +121,13 @@ def median_seconds(fn: Any, repeats: int, block: int) -> float:
     return statistics.median(times)
 
 
-def update_products(agent: Any, args: tuple, kwargs: dict) -> list[tuple[str, list[list[int]]]]:
-    """The outermost matrix products one update issues: (op name, input shapes) each."""
+Product = tuple[str, list[list[int]], list[Any]]
+"""One product an update issued: (op name, its tensor inputs' shapes, its other arguments)."""
+
+
+def update_products(agent: Any, args: tuple, kwargs: dict) -> list[Product]:
+    """The outermost products one update issues: (op name, tensor input shapes, the recorded
+    scalar arguments) each."""
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         agent.update(*args, **kwargs)
     found = []
@@ -107,17 +137,29 @@ def update_products(agent: Any, args: tuple, kwargs: dict) -> list[tuple[str, li
             nested = nested or parent.name in PRODUCTS
             parent = parent.cpu_parent
         if event.name in PRODUCTS and not nested:
-            found.append((event.name, [list(s) for s in event.input_shapes[:PRODUCTS[event.name][1]]]))
+            n = PRODUCTS[event.name][1]
+            found.append((event.name, [list(s) for s in event.input_shapes[:n]],
+                          list(event.concrete_inputs[n:])))
     return found
 
 
-def time_products(products: list[tuple[str, list[list[int]]]], repeats: int, block: int) -> float:
+def random_input(shape: list[int]) -> torch.Tensor | None:
+    """A random float32 tensor of `shape`, channels-last when 4-D (the layout the Nature CNN
+    gives its convolutions on a CPU); None for an absent optional one (a conv without bias)."""
+    if not shape:
+        return None
+    x = torch.randn(*shape)
+    return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
+
+
+def time_products(products: list[Product], repeats: int, block: int) -> float:
     """Median seconds of the products alone, all of them once, on random inputs."""
-    calls = [(PRODUCTS[name][0], [torch.randn(*shape) for shape in shapes]) for name, shapes in products]
+    calls = [(PRODUCTS[name][0], [random_input(shape) for shape in shapes], scalars)
+             for name, shapes, scalars in products]
 
     def once() -> None:
-        for fn, inputs in calls:
-            fn(*inputs)
+        for fn, tensors, scalars in calls:
+            fn(tensors, scalars)
 
     return median_seconds(once, repeats, block)
 
@@ -198,12 +240,17 @@ def main(argv: list[str] | None = None) -> None:
         write([rescore(row, runs) for row in json.loads((args.out / "update_floor.json").read_text())],
               args.out)
         return
-    rows = []
+    kept = args.out / "update_floor.json"
+    rows = json.loads(kept.read_text()) if kept.exists() else []  # other tasks' rows stay
     for task in args.tasks:
         row = {**measure(task, args.repeats, runs), "date": str(datetime.date.today())}
-        rows.append(row)
+        tasks = [r["task"] for r in rows]
+        if task in tasks:
+            rows[tasks.index(task)] = row
+        else:
+            rows.append(row)
         print(json.dumps(row), flush=True)
-    write(rows, args.out)
+        write(rows, args.out)
 
 
 def write(rows: list[dict[str, Any]], out: Path) -> None:
@@ -214,7 +261,7 @@ def write(rows: list[dict[str, Any]], out: Path) -> None:
         "",
         f"Measured {', '.join(sorted({str(r.get('date')) for r in rows}))}, one torch thread, another benchmark on the other core "
         "(the quality runs' condition). `update`: one update call of the task's preset; `products`: its matrix "
-        "products alone; `floor ratio`: the products' time per env step over SB3's measured "
+        "products (and convolutions) alone; `floor ratio`: the products' time per env step over SB3's measured "
         "training seconds per env step (quality.json), the lowest rltrain/SB3 time ratio with "
         "the same networks and update count in float32 on this CPU; `ratio now`: quality.json's.",
         "",

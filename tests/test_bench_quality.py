@@ -39,7 +39,7 @@ def test_every_task_has_a_budget_a_floor_and_an_sb3_entry_where_it_must_beat_sb3
     for (algo, env), task in quality.TASKS.items():
         assert task.budget > 0 and math.isfinite(task.floor)
         if task.beat_sb3:
-            assert (algo, env) in RL_ZOO
+            assert (task.algo or algo, env) in RL_ZOO
         assert quality.parse_task(quality.task_key(algo, env)) == (algo, env)
 
 
@@ -92,6 +92,20 @@ def test_markdown_has_a_column_per_side_the_ratio_the_floor_missing_and_the_date
     assert cells[4] == f"{20 / 60:.2f}" and cells[5] == "—"  # 0.33: at the target
     assert cells[6] == "≥ 1000 and ≥ SB3"
     assert cells[7] == "missing" and cells[8] == "2026-11-24"
+
+
+def test_the_rltrain_cell_names_an_engine_other_than_gymnasium():
+    results = filled(TASK, [(1500, 10), (1100, 30), (1200, 20)], [(1000, 40)])
+    line = quality.markdown(quality.summarize(results)).splitlines()[4]
+    assert "gymnasium" not in line and "envpool" not in line  # older records: gymnasium, unsaid
+    results["runs"][TASK]["rltrain"]["1"]["engine"] = "envpool"
+    results["runs"][TASK]["rltrain"]["2"]["engine"] = "gymnasium"
+    rltrain_cell = quality.markdown(quality.summarize(results)).splitlines()[4].split("|")[3]
+    assert rltrain_cell.strip().endswith("s [10, 30, 20]; envpool and gymnasium")  # mixed: both
+    for seed in "012":
+        results["runs"][TASK]["rltrain"][seed]["engine"] = "envpool"
+    rltrain_cell = quality.markdown(quality.summarize(results)).splitlines()[4].split("|")[3]
+    assert rltrain_cell.strip().endswith("; envpool")
 
 
 def test_a_row_above_the_time_target_names_its_floor_or_says_it_is_not_measured():
