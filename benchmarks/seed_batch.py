@@ -52,13 +52,17 @@ def parse_task(task: str) -> tuple[str, str, int]:
     return parts[0], parts[1], int(parts[2])
 
 
+def _overrides(algo: str, env: str, budget: int, seed: int, num_seeds: int, threads: int) -> list[str]:
+    """The command line of one run of this benchmark."""
+    return [f"algo={algo}", f"env={env}", f"total_timesteps={budget}", f"seed={seed}",
+            f"num_seeds={num_seeds}", f"torch_threads={threads}", "eval.freq=0", "logger=none",
+            "progress=off", *EXTRA]
+
+
 def _cfg(algo: str, env: str, budget: int, seed: int, num_seeds: int, threads: int):
     from rltrain.config.compose import compose_train_config
 
-    return compose_train_config([
-        f"algo={algo}", f"env={env}", f"total_timesteps={budget}", f"seed={seed}",
-        f"num_seeds={num_seeds}", f"torch_threads={threads}", "eval.freq=0", "logger=none",
-        "progress=off", *EXTRA])
+    return compose_train_config(_overrides(algo, env, budget, seed, num_seeds, threads))
 
 
 def train_single(algo: str, env: str, budget: int, seed: int, root: Path) -> tuple[float, float]:
