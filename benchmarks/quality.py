@@ -69,12 +69,12 @@ TASKS: dict[tuple[str, str], Task] = {
                    "but its medians, 264.3 and 251.4 on two code versions, sit below SB3's; 128x128 left seeds 0 "
                    "and 1 below 200 (preset_trials.md)"),
     ("sac", "MountainCarContinuous-v0"): Task(50_000, 90.0, preset="sac_mountaincar_continuous",
-        time_floor="products 0.09 (update_floor.md); batch 256 kept (0.47; 512: 0.62); 16 of 32 gradient steps (0.24-0.27) leave 2 of 6 seeds below 90 (preset_trials.md)"),
+        time_floor="products 0.09 (update_floor.md); batch 256 kept (0.47 on 2026-11-25; 512: 0.62); 16 of 32 gradient steps (0.24-0.27) leave 2 of 6 seeds below 90 (preset_trials.md)"),
     ("dqn", "MountainCar-v0"): Task(120_000, -110.0, preset="dqn_mountaincar",
         time_floor="products 0.30 (update_floor.md); [128,128] (0.43-0.47), [64,64] (0.36-0.39) and half the gradient steps (0.47-0.53) end below -110 (preset_trials.md)"),
     # issue 15: gSDE (RL-Zoo 88.3 at 20k), memory (RL-Zoo: 500, -218, 91.5), plain PPO beside it
     ("ppo", "MountainCarContinuous-v0"): Task(20_000, 85.0, preset="ppo_mountaincar_continuous",
-        time_floor="products 0.01 (update_floor.md: the loop\'s fixed costs dominate); 5 epochs kept (0.39; 10: ~0.7); 4 epochs (0.33-0.43) end below 85 (preset_trials.md)"),
+        time_floor="products 0.01 (update_floor.md: the loop\'s fixed costs dominate); 5 epochs kept (0.39 on 2026-11-26; 10: ~0.7); 4 epochs (0.33-0.43) end below 85 (preset_trials.md)"),
     ("ppo_lstm", "CartPoleNoVel-v1"): Task(100_000, 475.0, preset="ppo_lstm_cartpole_novel"),
     ("ppo_lstm", "PendulumNoVel-v1"): Task(100_000, -218.0, preset="ppo_lstm_pendulum_novel"),
     ("ppo_lstm", "MountainCarContinuousNoVel-v0"): Task(
@@ -92,9 +92,12 @@ TASKS: dict[tuple[str, str], Task] = {
     ("ppo", "ALE/Breakout-v5"): Task(250_000, 8.0, preset="ppo_atari",
                                      env_overrides=("env.id=ALE/Breakout-v5",),
                                      note="1M frames = 250k agent steps (frame skip 4)",
-                                     time_floor="not measured; PPO end to end is update-bound "
-                                     "(0.2k agent steps/s at 1-64 envs against 1.0k for the envs "
-                                     "alone, env_engines.md): a faster engine saves ~1/5 at most"),
+                                     time_floor="products 0.25 (update_floor.md: the Nature CNN's "
+                                     "convolutions and products, 71% of the update, timed 2026-11-27 "
+                                     "beside one other benchmark, against SB3's seconds of "
+                                     "2026-11-24); the update, not the envs, is most of the run, so "
+                                     "a faster engine saves ~1/5 at most (env_engines.md); not re-run "
+                                     "(25 min a seed a side)"),
     ("ppo", "CartPole-v1"): Task(100_000, 475.0),
     ("ppo", "Pendulum-v1"): Task(100_000, -200.0),
     ("sac", "Pendulum-v1"): Task(20_000, -200.0),
