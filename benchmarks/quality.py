@@ -252,8 +252,8 @@ def _side_cell(side: dict) -> str:
         return "missing"
     finals = ", ".join("missing" if v is None else f"{v:.1f}" for v in side["finals"].values())
     secs = ", ".join("missing" if v is None else f"{v:.0f}" for v in side["seconds"].values())
-    engines = [e for e in side.get("engines", []) if e != "gymnasium"] and side["engines"]
-    stepped = f"; {' and '.join(engines)}" if engines else ""  # gymnasium unless said
+    engines = side.get("engines", [])
+    stepped = f"; {' and '.join(engines)}" if set(engines) - {"gymnasium"} else ""  # gymnasium unless said
     return f"**{side['median_final']:.1f}** [{finals}]; {side['median_seconds']:.0f} s [{secs}]{stepped}"
 
 

@@ -1,7 +1,7 @@
 """How far each tuned task's update is above its matrix-product floor, and what that floor
 means for the time ratio against SB3.
 
-    python benchmarks/update_floor.py                          # the tasks of quality.py above 0.33
+    python benchmarks/update_floor.py                          # DEFAULT_TASKS: quality.py's MLP rows, PPO Breakout
     python benchmarks/update_floor.py --tasks sac:HalfCheetah-v5 dqn:MountainCar-v0
 
 For each task, a run of its preset (the quality benchmark's command line) goes until the first
