@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # (it downgrades protobuf): only their missing-package messages are tested.
 EXTRAS ?= dev,sweep,slurm,video,export,wandb,bench,box2d,mujoco,atari
 
-.PHONY: install train test test-gpu test-ray test-all bench bench-quality bench-presets lint docs clean
+.PHONY: install train test test-float test-wheel test-gpu test-ray test-all bench bench-quality bench-presets lint docs clean
 
 install: $(STAMP)
 
@@ -32,6 +32,38 @@ WORKERS ?= 2
 
 test: install           ## the CI suite (slow learning checks excluded)
 	$(BIN)/python -m pytest -m "not slow" -q -n $(WORKERS) --dist loadfile $(ARGS)
+
+# Tests that compare two computation orders (a seed in a batch against its single run, resumed
+# against uninterrupted where the paths differ, GPU against CPU) carry the marker `orders`; they
+# must hold on any CPU, so they run again under the kernel paths other CPUs take: MKL's AVX2 code
+# (an AMD EPYC's), MKL's reproducible mode, and ATen without vector instructions.
+ORDER_SETTINGS ?= MKL_ENABLE_INSTRUCTIONS=AVX2 MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default
+
+test-float: install     ## the `orders` tests once per CPU kernel setting in ORDER_SETTINGS
+	@for setting in $(ORDER_SETTINGS); do \
+	  echo "== $$setting"; \
+	  env $$setting $(BIN)/python -m pytest -m orders -q -n $(WORKERS) --dist loadfile $(ARGS) || exit 1; \
+	done
+
+# What users of a release install: the wheel, not an editable tree. A fresh venv each time (a
+# stale one could hide a missing dependency), the wheel built from this tree and installed with
+# its dependencies, then run from a folder without the source (.ci/wheel_smoke.sh); and the
+# EnvPool twin checks (EnvPool is ~926 MB, so only this venv has it), run from a copy of tests/
+# so that they import the installed package.
+WHEEL_VENV ?= .venv-wheel
+WHEEL_EXTRAS ?= dev,export,envpool
+
+test-wheel:             ## build the wheel, install it into a fresh venv ($(WHEEL_VENV)), run the CLI and the EnvPool twin tests from it
+	rm -rf $(WHEEL_VENV) dist build
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(WHEEL_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(WHEEL_VENV)/bin/python -m pip wheel --quiet --no-deps --wheel-dir dist .
+	$(WHEEL_VENV)/bin/python -m pip install --quiet "$$(ls dist/rltrain-*.whl)[$(WHEEL_EXTRAS)]"
+	bash .ci/wheel_smoke.sh $(WHEEL_VENV)/bin
+	@copy="$$(mktemp -d)" && cp -r tests pyproject.toml "$$copy" && cd "$$copy" && \
+	  "$(CURDIR)/$(WHEEL_VENV)/bin/python" -m pytest -q -p no:cacheprovider tests/envs/test_envpool_twins.py $(ARGS); \
+	  status=$$?; rm -rf "$$copy"; exit $$status
 
 # On a machine with a CUDA GPU (CI has none: there these tests skip): every algorithm, resume
 # across devices, seed batches, native torch envs, uint8 pixels, Atari replay; torchrun over NCCL
@@ -89,4 +121,4 @@ docs: $(DOCS_STAMP)     ## build the documentation site into site/ (mkdocs build
 	$(BIN)/mkdocs build --strict --site-dir site $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(RAY_VENV) build site *.egg-info .pytest_cache
+	rm -rf $(VENV) $(RAY_VENV) $(WHEEL_VENV) build dist site *.egg-info .pytest_cache
