@@ -51,7 +51,7 @@ test-float: install     ## the `orders` tests once per CPU kernel setting in ORD
 # EnvPool twin checks (EnvPool is ~926 MB, so only this venv has it), run from a copy of tests/
 # so that they import the installed package.
 WHEEL_VENV ?= .venv-wheel
-WHEEL_EXTRAS ?= dev,export,envpool
+WHEEL_EXTRAS ?= dev,export,envpool,mujoco,box2d
 
 test-wheel:             ## build the wheel, install it into a fresh venv ($(WHEEL_VENV)), run the CLI and the EnvPool twin tests from it
 	rm -rf $(WHEEL_VENV) dist build

@@ -1,10 +1,12 @@
 """A tuned preset trained on each env engine, one right after the other in this process: training
-seconds (evaluation off the clock) and final return, per seed. It checks `env.backend=auto`'s
-choice on the presets it changes: with the `envpool` extra installed, auto steps PPO
-LunarLander's 16 envs with EnvPool (Box2D from 16 envs, `envs/engines/choice.py`).
+seconds (evaluation off the clock) and final return, per seed, each engine named
+(`env.backend=gymnasium`, then `envpool`). `auto` picks EnvPool only for ids checked equal to
+gymnasium's (`envs/engines/twins.py`) from the family's measured env count; EnvPool's
+LunarLander declares other observation bounds and is refused since 2026-11-27, so the default
+task is PPO Hopper-v5 (a twin).
 
-    python benchmarks/engine_presets.py                                  # PPO LunarLander 1M, seed 0
-    python benchmarks/engine_presets.py --tasks ppo:LunarLander-v3:200000 --seeds 0 1
+    python benchmarks/engine_presets.py                                  # PPO Hopper-v5 1M, seed 0
+    python benchmarks/engine_presets.py --tasks ppo:Hopper-v5:200000 --seeds 0 1
 
 Writes benchmarks/results/engine_presets.{json,md} after every run (rows of other tasks kept).
 """
@@ -36,7 +38,7 @@ def overrides(task: str, engine: str, seed: int) -> list[str]:
 def parse_task(task: str) -> tuple[str, str, int]:
     parts = task.split(":")
     if len(parts) != 3 or not parts[2].isdigit():
-        raise SystemExit(f"--tasks {task!r}: write algo:env:budget, e.g. ppo:LunarLander-v3:1000000")
+        raise SystemExit(f"--tasks {task!r}: write algo:env:budget, e.g. ppo:Hopper-v5:1000000")
     return parts[0], parts[1], int(parts[2])
 
 
@@ -74,7 +76,7 @@ def write(rows: list[dict], out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="*", default=["ppo:LunarLander-v3:1000000"])
+    parser.add_argument("--tasks", nargs="*", default=["ppo:Hopper-v5:1000000"])
     parser.add_argument("--seeds", nargs="*", type=int, default=[0])
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()

@@ -184,7 +184,9 @@ def write(results: dict[str, Any], out: Path) -> None:
     if faster_from:
         lines += ["## What `env.backend=auto` follows", "",
                   "EnvPool from this many envs on (faster at every measured count from there, "
-                  "for every env of the kind; `rltrain/envs/engines/choice.py`):", ""]
+                  "for every env of the kind; `rltrain/envs/engines/choice.py`), for the ids whose "
+                  "EnvPool env is checked equal to gymnasium's (`rltrain/envs/engines/twins.py`: "
+                  "no Box2D id):", ""]
         lines += [f"- {kind}: {'never' if n >= 1 << 62 else f'{n} envs ({measured[kind]}x)'}"
                   for kind, n in faster_from.items()]
         lines.append("")

@@ -41,11 +41,11 @@ def test_engine_presets_runs_each_engine_on_the_preset_and_keeps_other_tasks(tmp
     from rltrain.config.compose import compose_train_config
     from rltrain.envs.engines.envpool import envpool_installed
 
-    assert "env.backend=envpool" in engine_presets.overrides("ppo:LunarLander-v3:4096", "envpool", 2)
+    assert "env.backend=envpool" in engine_presets.overrides("ppo:Hopper-v5:4096", "envpool", 2)
     for engine in engine_presets.ENGINES if envpool_installed() else ("gymnasium",):
-        cfg = compose_train_config(engine_presets.overrides("ppo:LunarLander-v3:4096", engine, 2))
+        cfg = compose_train_config(engine_presets.overrides("ppo:Hopper-v5:4096", engine, 2))
         assert (cfg.preset, cfg.env.backend, cfg.total_timesteps, cfg.seed) == (
-            "ppo_lunarlander", engine, 4096, 2)
+            "ppo_hopper", engine, 4096, 2)
         assert cfg.eval.freq == 0 and cfg.checkpoint.freq == 0
     rows = [{"task": "t", "engine": "gymnasium", "seed": 0, "seconds": 200.0, "final": 1.0,
              "date": "d"},

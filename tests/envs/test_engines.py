@@ -13,6 +13,8 @@ from rltrain.envs.config import EnvConfig, WrapperConfig
 from rltrain.envs.engines import choice
 from rltrain.envs.engines import envpool as envpool_engine
 from rltrain.envs.engines.choice import FASTER_FROM, choose
+from rltrain.envs.engines.twins import NOT_TWINS, SPACES_DIFFER, TWINS, twin_problem
+from rltrain.envs.families import family_of
 from rltrain.envs.make import engine_note, make_env
 from rltrain.errors import UserError
 from tests.e2e.harness import run_cli
@@ -104,12 +106,14 @@ def test_auto_steps_mujoco_with_envpool_from_the_measured_count_and_says_so():
 
 def test_auto_without_envpool_steps_gymnasium_and_names_the_extra_once(monkeypatch):
     monkeypatch.setattr(choice, "envpool_installed", lambda: False)
-    engine = choose(EnvConfig(id="LunarLander-v3", backend="auto"), 64)
+    engine = choose(EnvConfig(id="Hopper-v5", backend="auto"), 64)
     assert engine.backend == "gymnasium"
     assert 'pip install "rltrain[envpool]"' in engine.note
-    assert choose(EnvConfig(id="LunarLander-v3", backend="auto"), 1).note is None
+    assert choose(EnvConfig(id="Hopper-v5", backend="auto"), 1).note is None
     # classic control measured only 1.1x faster: not worth a ~926 MB suggestion
-    assert choose(EnvConfig(id="Pendulum-v1", backend="auto"), 64) == choice.Engine("gymnasium")
+    assert choose(EnvConfig(id="CartPole-v1", backend="auto"), 64) == choice.Engine("gymnasium")
+    # EnvPool's LunarLander is not gymnasium's: installing it would not change the engine
+    assert choose(EnvConfig(id="LunarLander-v3", backend="auto"), 64) == choice.Engine("gymnasium")
     assert choose(EnvConfig(id="ALE/Pong-v5", backend="auto"), 64) == choice.Engine("gymnasium")
 
 
@@ -126,6 +130,84 @@ def test_what_envpool_cannot_honour_is_refused_naming_gymnasium(cfg, fragment):
     with pytest.raises(UserError, match="env.backend=gymnasium") as err:
         envpool_engine.check_envpool(cfg)
     assert fragment in str(err.value)
+
+
+def test_the_wrappers_refusal_names_the_wrappers():
+    cfg = EnvConfig(id="CartPole-v1", backend="envpool",
+                    wrappers=[WrapperConfig(name="ClipReward", kwargs={"min_reward": 0}),
+                              WrapperConfig(name="TimeAwareObservation")])
+    with pytest.raises(UserError) as err:
+        envpool_engine.check_envpool(cfg)
+    assert "set here to ClipReward, TimeAwareObservation)" in str(err.value)
+    assert "WrapperConfig" not in str(err.value)
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_auto_picks_envpool_only_for_ids_checked_equal_to_gymnasiums(monkeypatch, installed):
+    """Blackjack (other spaces), Pendulum (other dynamics), LunarLander (other bounds), Ant
+    (other contact forces), toy text (not compared) step gymnasium at any count; the twins
+    step EnvPool from the measured count, without importing it to decide."""
+    monkeypatch.setattr(choice, "envpool_installed", lambda: installed)
+    for env_id in ("Blackjack-v1", "Pendulum-v1", "LunarLander-v3", "Ant-v5", "FrozenLake-v1"):
+        assert choose(EnvConfig(id=env_id, backend="auto"), 4096).backend == "gymnasium"
+    pool = "envpool" if installed else "gymnasium"
+    assert choose(EnvConfig(id="CartPole-v1", backend="auto"), 32).backend == pool
+    assert choose(EnvConfig(id="Hopper-v5", backend="auto"), 8).backend == pool
+    assert choose(EnvConfig(id="Hopper-v5", backend="auto"), 7).backend == "gymnasium"
+
+
+def test_the_twin_table_is_consistent():
+    assert not TWINS & set(SPACES_DIFFER) and not TWINS & set(NOT_TWINS)
+    assert not set(SPACES_DIFFER) & set(NOT_TWINS)
+    for env_id in TWINS:  # each twin in a family whose speed was measured
+        assert (family_of(env_id) or "classic") in FASTER_FROM, env_id
+        assert twin_problem(env_id) is None
+    assert "unclipped velocity" in twin_problem("Pendulum-v1")
+    assert twin_problem("Taxi-v3") == "is not compared with gymnasium's"
+
+
+@pytest.mark.parametrize("env_id, fragment", [
+    ("Blackjack-v1", "Box(0, 31, (3,), int32)"),
+    ("LunarLander-v3", "bounds [1.2e-38, 3.4e38]"),
+])
+def test_envpool_on_an_id_whose_spaces_differ_is_refused_in_one_line(env_id, fragment):
+    with pytest.raises(UserError) as err:
+        envpool_engine.check_envpool(EnvConfig(id=env_id, backend="envpool"))
+    text = str(err.value)
+    assert "\n" not in text and fragment in text and "env.backend=gymnasium" in text
+
+
+def test_envpool_named_on_an_env_not_checked_equal_says_so_once():
+    engine = choose(EnvConfig(id="Pendulum-v1", backend="envpool"), 4)
+    assert engine.backend == "envpool"
+    assert "unclipped velocity" in engine.note and "training and evaluation" in engine.note
+    assert choose(EnvConfig(id="CartPole-v1", backend="envpool"), 4) == choice.Engine("envpool")
+
+
+def test_envpool_seeds_map_rltrains_range_one_to_one_into_int32():
+    seeds = np.array([0, 7, 2**31 - 1, 2**31, 2**31 + 8, 2**32 - 1, 2**32, 2**32 + 5])
+    got = envpool_engine.int32_seeds(seeds)
+    assert got.dtype == np.int32
+    assert got.tolist() == [0, 7, 2**31 - 1, -2**31, -2**31 + 8, -1, 0, 5]
+    rng = np.random.default_rng(0)
+    wide = rng.integers(0, 2**32, 10_000)
+    assert len(set(envpool_engine.int32_seeds(wide).tolist())) == len(set(wide.tolist()))
+
+
+def test_an_envpool_run_evaluates_without_envpool_only_where_its_env_is_gymnasiums(
+        monkeypatch):
+    monkeypatch.setattr(choice, "envpool_installed", lambda: False)
+    cfg, said = choice.for_evaluation(EnvConfig(id="CartPole-v1", backend="envpool"))
+    assert cfg.backend == "gymnasium" and "EnvPool is not installed" in said
+    with pytest.raises(UserError) as err:
+        choice.for_evaluation(EnvConfig(id="Pendulum-v1", backend="envpool"))
+    assert 'pip install "rltrain[envpool]"' in str(err.value)
+    assert "env.backend" not in str(err.value)  # eval takes no env.backend=
+    auto = EnvConfig(id="CartPole-v1", backend="auto")
+    assert choice.for_evaluation(auto) == (auto, None)
+    monkeypatch.setattr(choice, "envpool_installed", lambda: True)
+    with pytest.raises(UserError, match="video=true records gymnasium's Pendulum-v1"):
+        choice.for_evaluation(EnvConfig(id="Pendulum-v1", backend="envpool"), video=True)
 
 
 def test_envpool_not_installed_is_one_line_naming_the_extra(monkeypatch):
@@ -160,6 +242,7 @@ def test_an_envpool_run_evaluates_and_resumes_saying_its_episodes_restart(
 
 
 @needs_envpool
+@pytest.mark.orders
 @pytest.mark.parametrize("algo, extra", [("ppo", ["env.num_envs=4", "algo.n_steps=32",
                                                   "algo.batch_size=64"]),
                                          ("dqn", ["algo.learning_starts=64"])])

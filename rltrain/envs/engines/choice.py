@@ -4,18 +4,22 @@ machine (`benchmarks/env_engines.py` -> benchmarks/results/env_engines.md; a tes
 
 EnvPool is faster than gymnasium's sync vector env from some env count on, which depends on the
 family (2026-11-27, through rltrain's adapter: one env, gymnasium is 1.6-2.8x faster for every
-family; EnvPool from 8 MuJoCo envs, 16 Box2D, 32 classic-control, up to 3x at 64). `auto` takes EnvPool where the table says it is faster and it can honour the run (a
-registered id it knows, no wrappers, kwargs or imports), else gymnasium; a user's env always
-steps with gymnasium.
+family; EnvPool from 8 MuJoCo envs, 16 Box2D, 32 classic-control, up to 3x at 64). `auto` takes
+EnvPool where the table says it is faster, the id's EnvPool env is checked equal to gymnasium's
+(`twins.TWINS`: no Box2D id is) and it can honour the run (no wrappers, kwargs or imports), else
+gymnasium; a user's env always steps with gymnasium. So a run's training and evaluation envs,
+chosen apart (the evaluation has fewer envs), are the same env whichever engine steps each.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rltrain.envs.config import EnvConfig
-from rltrain.envs.engines.envpool import INSTALL, envpool_installed, known_ids, unsupported
+from rltrain.envs.engines.envpool import INSTALL, envpool_installed, unsupported
+from rltrain.envs.engines.twins import TWINS, twin_problem
 from rltrain.envs.families import family_of
+from rltrain.errors import UserError
 
 FASTER_FROM: dict[str, int] = {"classic": 32, "box2d": 16, "mujoco": 8}
 """family -> the smallest env count at which EnvPool measured faster than gymnasium (sync)."""
@@ -37,10 +41,15 @@ class Engine:
 
 def choose(cfg: EnvConfig, num_envs: int) -> Engine:
     """The engine of `cfg` at `num_envs` envs (`env.backend=auto` resolved; any other kept)."""
+    if cfg.backend == "envpool" and twin_problem(cfg.id) is not None:
+        return Engine("envpool", f"envs step with EnvPool's {cfg.id}, which "
+                                 f"{twin_problem(cfg.id)}: training and evaluation both step "
+                                 f"it (env.backend=gymnasium for gymnasium's)")
     if cfg.backend != "auto":
         return Engine(cfg.backend)
     family = family_of(cfg.id) or "classic"
-    if unsupported(cfg) is not None or num_envs < FASTER_FROM.get(family, 1 << 62):
+    if cfg.id not in TWINS or unsupported(cfg) is not None or \
+            num_envs < FASTER_FROM.get(family, 1 << 62):
         return Engine("gymnasium")
     label = {"classic": "classic control", "box2d": "Box2D", "mujoco": "MuJoCo"}[family]
     measured = (f"measured {MEASURED[family]:.1f}x gymnasium's steps/s on {label} from "
@@ -48,7 +57,28 @@ def choose(cfg: EnvConfig, num_envs: int) -> Engine:
     if not envpool_installed():
         return Engine("gymnasium", f"envs step with gymnasium; EnvPool {measured}: {INSTALL}"
                       if MEASURED[family] >= HINT_FROM else None)
-    if cfg.id not in known_ids():
-        return Engine("gymnasium")
     return Engine("envpool", f"envs step with EnvPool (env.backend=auto: {measured}; "
                              f"env.backend=gymnasium to choose it)")
+
+
+def for_evaluation(cfg: EnvConfig, video: bool = False) -> tuple[EnvConfig, str | None]:
+    """The env settings `rltrain eval` builds for a run trained with `cfg`, and the line to say:
+    an `env.backend=envpool` run of a checked twin evaluates on gymnasium where EnvPool is not
+    installed (the same env); one of another env needs EnvPool, and records no video (videos
+    record gymnasium's env). Any other backend is kept."""
+    if cfg.backend != "envpool":
+        return cfg, None
+    problem = twin_problem(cfg.id)
+    if problem is None:
+        if envpool_installed():
+            return cfg, None
+        return (replace(cfg, backend="gymnasium"),
+                f"evaluated on gymnasium's {cfg.id}: EnvPool is not installed, and its {cfg.id} "
+                f"is checked equal to gymnasium's")
+    if video:
+        raise UserError(f"video=true records gymnasium's {cfg.id}; this run trained on EnvPool's, "
+                        f"which {problem}: evaluate with video=false")
+    if not envpool_installed():
+        raise UserError(f"this run trained on EnvPool's {cfg.id}, which {problem}; evaluating "
+                        f"it needs EnvPool: {INSTALL}")
+    return cfg, None

@@ -5,7 +5,11 @@ EnvPool steps the registered ids it knows (classic control, Box2D, MuJoCo) in C+
 takes the time limit (`env.max_episode_steps`) and nothing else of gymnasium's: a wrapper, a
 keyword argument, an imported module or a factory is refused in one line naming
 `env.backend=gymnasium`, never silently dropped. ALE ids are not built here (their
-preprocessing is gymnasium's or ale-py's: `env.backend=gymnasium`).
+preprocessing is gymnasium's or ale-py's: `env.backend=gymnasium`), nor ids whose EnvPool spaces
+differ from gymnasium's (`twins.SPACES_DIFFER`).
+
+EnvPool asserts int32 seeds where rltrain takes [0, 2**32 - 1] (numpy's range): `int32_seeds`
+maps one onto the other.
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import warnings
+from collections.abc import Sequence
 from functools import lru_cache
 
+import gymnasium as gym
 import numpy as np
 
 from rltrain.envs.config import EnvConfig
 from rltrain.envs.engines.same_step import SameStep
+from rltrain.envs.engines.twins import SPACES_DIFFER
 from rltrain.envs.families import family_of
 from rltrain.errors import UserError
 
@@ -63,7 +70,11 @@ def unsupported(cfg: EnvConfig) -> str | None:
 
 
 def _shown(value: object) -> str:
-    text = str(value)
+    """`value` in at most 60 characters; wrappers by their names (not their dataclass repr)."""
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        text = ", ".join(str(getattr(v, "name", v)) for v in value)
+    else:
+        text = str(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -72,6 +83,9 @@ def check_envpool(cfg: EnvConfig) -> None:
     why = unsupported(cfg)
     if why is not None:
         raise UserError(f"env.backend=envpool cannot {why}; use env.backend=gymnasium")
+    if cfg.id in SPACES_DIFFER:
+        raise UserError(f"env.backend=envpool cannot step {cfg.id} as gymnasium's: EnvPool's "
+                        f"{cfg.id} {SPACES_DIFFER[cfg.id]}; use env.backend=gymnasium")
     if not envpool_installed():
         raise UserError(f"env.backend=envpool needs EnvPool: {INSTALL}, or use "
                         f"env.backend=gymnasium")
@@ -90,9 +104,28 @@ def make_envpool(cfg: EnvConfig, num_envs: int) -> SameStep:
     def build(seeds: np.ndarray):
         with warnings.catch_warnings():  # float64 Box bounds: gymnasium warns on each space
             warnings.filterwarnings("ignore", message=".*precision lowered.*")
-            engine = envpool.make_gymnasium(cfg.id, num_envs=num_envs, seed=seeds,
+            engine = envpool.make_gymnasium(cfg.id, num_envs=num_envs, seed=int32_seeds(seeds),
                                             num_threads=threads, **extra)
             _ = engine.observation_space, engine.action_space  # made (and cached) quietly
             return engine
 
-    return SameStep(build, num_envs, "envpool")
+    return _float32_actions(SameStep(build, num_envs, "envpool"))
+
+
+def int32_seeds(seeds: np.ndarray) -> np.ndarray:
+    """EnvPool's int32 seeds of rows seeded `seeds`: [0, 2**31) as they are, [2**31, 2**32) read
+    as int32 (so every seed rltrain accepts stays distinct), beyond (a row seed `s + i`)
+    modulo 2**32."""
+    return ((np.asarray(seeds, np.int64) + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+def _float32_actions(venv: SameStep) -> SameStep:
+    """`venv` taking float32 actions where EnvPool declares float64 ones (MuJoCo): gymnasium's
+    dtype, so the same rounded actions reach either engine."""
+    space = venv.single_action_space
+    if isinstance(space, gym.spaces.Box) and space.dtype == np.float64:
+        venv.single_action_space = gym.spaces.Box(space.low.astype(np.float32),
+                                                  space.high.astype(np.float32),
+                                                  dtype=np.float32)
+        venv.action_space = gym.vector.utils.batch_space(venv.single_action_space, venv.num_envs)
+    return venv
