@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rltrain.checkpoint import checksum
 from rltrain.checkpoint.finite import check_finite, first_nonfinite
 from rltrain.checkpoint.legacy_numpy import NUMPY_SCALAR_GLOBALS
 from rltrain.checkpoint.payload import check_payload
@@ -69,11 +70,12 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save(payload: dict[str, Any], path: str | os.PathLike) -> Path:
-    """Verify `payload` (`verify`), then write it to `path` atomically: temp file in the same
-    folder, fsync, rename. A payload that fails verification writes nothing: the previous file
-    at `path` stays as it was."""
+    """Verify `payload` (`verify`), then write it with its checksum to `path` atomically: temp
+    file in the same folder, fsync, rename. A payload that fails verification writes nothing:
+    the previous file at `path` stays as it was."""
     path = Path(path)
     data = verify({"format_version": FORMAT_VERSION, **payload})
+    data = {checksum.KEY: checksum.digest(data), **data}  # first: see checkpoint/checksum.py
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{_temp_prefix(path)}{os.getpid()}")
     try:
@@ -233,9 +235,10 @@ def resolve(path: str | os.PathLike) -> Path:
 
 def load(path: str | os.PathLike, map_location: str | torch.device = "cpu",
          require: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Load a checkpoint and check its fields (`rltrain.checkpoint.payload.check_payload`: `config` always,
-    plus the parts in `require`), and for readers of `algo` that its weights are finite; any
-    unreadable, foreign, malformed or damaged file is a one-line `UserError`."""
+    """Load a checkpoint, check its checksum (`checkpoint/checksum.py`; returned without it) and
+    its fields (`rltrain.checkpoint.payload.check_payload`: `config` always, plus the parts in
+    `require`), and for readers of `algo` that its weights are finite; any unreadable, foreign,
+    malformed or damaged file is a one-line `UserError`."""
     p = resolve(path)
     try:
         with torch.serialization.safe_globals(NUMPY_SCALAR_GLOBALS):
@@ -248,6 +251,7 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu",
     if type(version) is int and version > FORMAT_VERSION:  # its fields may differ: say so first
         raise UserError(f"{p} has checkpoint format {version}, newer than this rltrain "
                         f"understands ({FORMAT_VERSION}); upgrade rltrain")
+    checksum.check(payload, p)
     check_payload(payload, p, require)
     bad = first_nonfinite(payload, ("algo", "env.obs_rms")) if "algo" in require else None
     if bad is not None:  # `save` never writes one: the file is damaged, a policy would act on it

@@ -15,10 +15,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.envs.trust import resume_command
-from rltrain.errors import TrainingError
+from rltrain.errors import TrainingError, UserError
 from rltrain.runner.callbacks import LoopState
 
 log = logging.getLogger("rltrain")
@@ -112,16 +113,38 @@ class GracefulStop:
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
+def disk_full(exc: BaseException) -> OSError | None:
+    """The full-disk `OSError` behind `exc`: itself, or one it was raised from or while handling
+    (`__cause__`, `__context__`). torch's zip writer turns an ENOSPC inside `torch.save` into
+    `RuntimeError: [enforce fail at inline_container.cc] unexpected pos ...`, with the
+    `OSError` only as its `__context__`."""
+    todo, seen = [exc], set()
+    while todo:
+        err = todo.pop()
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in _DISK_FULL:
+            return err
+        todo += [err.__cause__, err.__context__]
+    return None
+
+
 @contextlib.contextmanager
-def disk_full_is_one_line(run_dir: Path) -> Iterator[None]:
-    """Turn a full disk, wherever it strikes in a run, into one `TrainingError` line."""
+def disk_full_is_one_line(run_dir: Path, env: Any = None) -> Iterator[None]:
+    """Turn a full disk, wherever it strikes in a run (also inside `torch.save`), into one
+    `TrainingError` line with the command that resumes the run (`env`: the run's env config,
+    for the `env.import=` a resume of a user's env needs)."""
     try:
         yield
-    except OSError as exc:
-        if exc.errno not in _DISK_FULL:
+    except (UserError, TrainingError):  # already one line that says what to do
+        raise
+    except Exception as exc:
+        full = disk_full(exc)
+        if full is None:
             raise
         kept = (f"the last good checkpoint is kept; free space, then "
-                f"{resume_command(run_dir, None)}" if RunDir(run_dir).can_resume()
+                f"{resume_command(run_dir, env)}" if RunDir(run_dir).can_resume()
                 else "no checkpoint was written yet")
-        where = f" ({exc.filename})" if exc.filename else ""
+        where = f" ({full.filename})" if full.filename else ""
         raise TrainingError(f"disk full while writing the run{where}: {kept}") from exc
