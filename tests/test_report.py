@@ -141,6 +141,31 @@ def test_a_resumed_run_is_grouped_by_what_it_trained_with(tmp_path):
     assert load_run(run).group == "algo=ppo total_timesteps=6000"
 
 
+def _resume_record(folder: Path, overrides: list[str], when: float) -> None:
+    record = folder / ".hydra" / "resume" / "overrides.yaml"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(yaml.safe_dump(overrides))
+    os.utime(record, (when, when))
+
+
+def test_the_seeds_of_a_resumed_batch_are_grouped_by_the_resumes_budget(tmp_path, capsys):
+    """`resume=<batch> total_timesteps=256` records its overrides in the batch's folder, not
+    in each `seed_<s>/`: the report kept the batch's old `total_timesteps=128` label."""
+    batch = tmp_path / "batch"
+    (batch / ".hydra").mkdir(parents=True)
+    (batch / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": 0, "num_seeds": 2}))
+    for seed in (0, 1):
+        make_run(batch / f"seed_{seed}", ["algo=ppo", "total_timesteps=128", f"seed={seed}"],
+                 [1.0, 2.0, 3.0], seed=seed)
+    _resume_record(batch, [f"resume={batch}", "total_timesteps=256"], when=2000.0)
+    _resume_record(batch / "seed_1", ["resume=x", "total_timesteps=200"], when=1500.0)  # older
+    assert [load_run(batch / f"seed_{s}").group for s in (0, 1)] == \
+        ["algo=ppo total_timesteps=256"] * 2
+    write_report(batch)
+    with open(batch / "report.csv", newline="") as f:
+        assert [row["group"] for row in csv.DictReader(f)] == ["algo=ppo total_timesteps=256"]
+
+
 def test_a_run_without_hydra_record_is_its_own_group(tmp_path):
     run = make_run(tmp_path / "api_run", [], [1.0, 2.0, 3.0])
     (run / ".hydra" / "overrides.yaml").unlink()

@@ -23,7 +23,13 @@ from rltrain.envs.make import make_env
 from rltrain.errors import UserError
 from rltrain.evaluation.command import evaluate
 from rltrain.evaluation.episodes import episode_targets, run_episodes
-from rltrain.evaluation.video import Mp4Writer, count_frames, make_recording_env, read_frame
+from rltrain.evaluation.video import (
+    Mp4Writer,
+    count_frames,
+    make_recording_env,
+    number_like_results,
+    read_frame,
+)
 
 LAMP_ID = "rltrain_test/Lamp-v0"
 
@@ -103,6 +109,35 @@ def test_only_the_recorded_episodes_are_rendered(tmp_path, av):
     assert Lamp.renders == 4  # one episode: reset frame + 3 steps
 
 
+class EndAt:
+    """Row i's episodes last `lengths[i]` steps."""
+
+    def __init__(self, lengths: list[int]):
+        self.last = torch.tensor(lengths, dtype=torch.float32) - 1
+
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        return (obs[:, 0] >= self.last).long()
+
+
+def test_the_first_episodes_to_end_are_recorded_whichever_rows_end_them(tmp_path, av):
+    """Rows of 5, 2 and 3 steps end episodes at steps 2 (row 1), 3 (row 2), 4 (row 1), 5 (row
+    0) ...: the first three are rows 1, 2, 1. Recording each row's first episode gave rows 0,
+    1, 2: results.json's episodes 0, 1 and 3 (issue: "records episodes 0, 1 and 4")."""
+    Lamp.renders, sink = 0, []
+    env = make_recording_env(EnvConfig(id=LAMP_ID, max_episode_steps=10), "cpu",
+                             episode_targets(6, 3), tmp_path, sink, keep=3)
+    result = run_episodes(EndAt([5, 2, 3]), env, episodes=6, seed=0)
+    env.close()
+    assert result["lengths"] == [2, 3, 2, 5, 3, 5]
+    assert [(v.length, v.frames) for v in sink] == [(2, 3), (3, 4), (2, 3)]
+    numbered = number_like_results(sink, result["returns"])
+    assert [p.name.split("_")[0] for p in numbered] == ["episode-00", "episode-01", "episode-02"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in numbered)
+    # the 10 recorded frames; then what was dropped once the third video ended (step 4): row
+    # 0's episode so far (its reset and 4 steps) and row 2's second reset frame
+    assert Lamp.renders == 10 + 5 + 1
+
+
 def _ppo_checkpoint(run_dir: Path) -> Path:
     """An (untrained) PPO CartPole checkpoint with a 20-step time limit."""
     from rltrain.algos.configs.ppo import PPOConfig
@@ -119,13 +154,12 @@ def _ppo_checkpoint(run_dir: Path) -> Path:
 
 
 def test_eval_video_writes_one_mp4_per_recorded_episode_with_length_plus_one_frames(tmp_path, av):
-    ckpt = _ppo_checkpoint(tmp_path)
+    torch.manual_seed(1)  # these weights, with seed 0: row 0 ends the first episode (8 steps);
+    ckpt = _ppo_checkpoint(tmp_path)  # recording rows 1 and 2 only named the videos 01 and 02
     videos = tmp_path / "eval" / "videos"
     videos.mkdir(parents=True)
     (videos / "episode-07_return-1.0_length-1.mp4").write_bytes(b"stale")
-    # seed 1: an unrecorded episode (row 2's) ends before a recorded one, so the order the
-    # videos end in is not their place in results.json
-    result = evaluate(ckpt, episodes=6, num_envs=3, seed=1, video=True, video_episodes=2)
+    result = evaluate(ckpt, episodes=6, num_envs=3, seed=0, video=True, video_episodes=2)
     assert [Path(p).parent for p in result["videos"]] == [videos] * 2
     assert sorted(p.name for p in videos.iterdir()) == sorted(Path(p).name for p in result["videos"])
     for path in result["videos"]:
@@ -135,6 +169,8 @@ def test_eval_video_writes_one_mp4_per_recorded_episode_with_length_plus_one_fra
         assert (float(ret), int(length)) == (result["returns"][int(index)],
                                              result["lengths"][int(index)])
         assert count_frames(path) == int(length) + 1
+    # the first two episodes results.json lists, not the first episode of rows 0 and 1
+    assert [Path(p).name[:10] for p in result["videos"]] == ["episode-00", "episode-01"]
     frame = read_frame(result["videos"][0], 0)
     assert frame.shape == (400, 600, 3) and frame.std() > 10  # a real CartPole drawing
 

@@ -65,8 +65,8 @@ class A2C:
         lr = on_policy_lr(cfg, progress_remaining)
         set_lr(self.optimizer, lr)
         adv = batch.advantages
-        if cfg.normalize_advantage and adv.numel() > 1:  # over every rank's rollout
-            adv = normalized(adv, *self.collective.moments(adv))
+        if cfg.normalize_advantage:  # over every rank's rollout
+            adv = normalized(adv, self.collective.moments(adv))
         dist, values = self.policy.dist_value(batch.obs, batch.action_masks)
         loss, (policy_loss, value_loss, entropy) = a2c_loss(
             self.policy.head.log_prob(dist, batch.actions), adv, values, batch.returns,

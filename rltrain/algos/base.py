@@ -138,16 +138,24 @@ def policy_std(policy: ActorCritic) -> float:
 
 
 def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
-    """1 − Var[target − pred] / Var[target]; nan when the target has no variance."""
+    """1 − Var[target − pred] / Var[target]; nan when the target has no variance (or one row)."""
+    if target.numel() < 2:  # a 1-step last rollout: var() of one sample warns and is nan anyway
+        return float("nan")
     var = target.var()
     if var.item() == 0:
         return float("nan")
     return float(1.0 - (target - pred).var() / var)
 
 
-def normalized(adv: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    """Advantages normalized by their mean and standard deviation (computed by the caller: over
-    every rank's rows under torchrun, per seed in a seed batch)."""
+def normalized(adv: torch.Tensor,
+               moments: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """Advantages `[..., B]` normalized by `moments` (mean, std: over every rank's rows under
+    torchrun), by default their own over the last dim (per seed in a seed batch)."""
+    if adv.shape[-1] < 2:
+        # one sample (a shortened last rollout's last minibatch): its spread is undefined and
+        # centering would zero its policy gradient, so it is left as it is, as SB3 does
+        return adv
+    mean, std = moments or (adv.mean(-1, keepdim=True), adv.std(-1, keepdim=True))
     return (adv - mean) / (std + 1e-8)
 
 

@@ -123,8 +123,8 @@ class PPO:
         obs, actions = obs_ops.take(batch.obs, idx), batch.actions[idx]
         old_log_prob, old_values = batch.log_probs[idx], batch.values[idx]
         adv, returns = batch.advantages[idx], batch.returns[idx]
-        if moments is not None and adv.numel() > 1:  # normalize_advantage (see `update`)
-            adv = normalized(adv, *moments)
+        if moments is not None:  # normalize_advantage (see `update`)
+            adv = normalized(adv, moments)
         masks = None if batch.action_masks is None else batch.action_masks[idx]
         dist, values = self._forward(obs, masks, seq)  # masked: loss and entropy over valid actions
         loss, parts = ppo_loss(self.policy.head.log_prob(dist, actions), old_log_prob, adv,

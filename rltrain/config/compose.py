@@ -14,6 +14,7 @@ multirun job with other values validates its own composition.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from rltrain.config.overrides import (
     compose_checked,
     env_choices,
     env_import_overrides,
+    field_type,
     first_of_sweeps,
     net_overrides,
     preset_overrides,
@@ -77,11 +79,47 @@ def compose_train_config(overrides: list[str] | None = None, *,
     register_options(overrides)
     first = first_of_sweeps([a for a in overrides if not a.startswith("-")])
     _refuse_schemas(first)
-    composed = compose_checked("config", first)
+    composed = _compose_naming_choices(first)
     train_cfg = check_composed(composed)
     resolved: Any = OmegaConf.to_container(composed, resolve=True)
     _checked = _Checked(tuple(first), resolved, copy.deepcopy(train_cfg))
     return train_cfg
+
+
+_NULL = re.compile(r"\+{0,2}([\w.@/-]+)=null", re.IGNORECASE)
+"""`key=null` (Hydra reads null in any case)."""
+
+
+def _compose_naming_choices(overrides: list[str]) -> DictConfig:
+    """`compose_checked`, where `key=null` for a string field or a group that must hold a value
+    is refused as its checks refuse any other bad value, naming the choices (`env.backend`)."""
+    try:
+        return compose_checked("config", overrides)
+    except UserError as exc:
+        nulls = [m.group(1) if m else None for m in map(_NULL.fullmatch, overrides)]
+        key = _null_refused(exc, [k for k in nulls if k])
+        if key is None:
+            raise
+        # the same override as the string 'null': the field's own check names what it takes
+        retry = [f"{key}='null'" if k == key else a for a, k in zip(overrides, nulls, strict=True)]
+        try:
+            check_composed(compose_checked("config", retry))
+        except UserError as err:
+            if "null" in str(err):  # about this value, not another override's
+                raise UserError(str(err).replace("'null'", "null", 1)) from exc
+        raise
+
+
+def _null_refused(exc: BaseException, keys: list[str]) -> str | None:
+    """Which of the `key=null` overrides `keys` Hydra refused in `exc`, if that was the error."""
+    while exc.__cause__ or exc.__context__:
+        exc = exc.__cause__ or exc.__context__  # Hydra's message is on the innermost
+    field = re.search(r"field '([^']+)' is not Optional", str(exc))
+    if field is not None:  # a string field: other types say what they expect already
+        return field.group(1) if field.group(1) in keys and field_type(exc) == "str" else None
+    if "Config group override must be a string" in str(exc):  # `env=null`
+        return next((k for k in keys if "." not in k), None)
+    return None
 
 
 def _refuse_schemas(overrides: list[str]) -> None:

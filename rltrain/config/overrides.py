@@ -20,6 +20,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from rltrain.config import schema as config
+from rltrain.config.grammar import grammar_refusal
 from rltrain.config.registry import ALGOS
 from rltrain.config.validation import to_train_config
 from rltrain.envs.families import legacy_atari_hint, without_legacy_atari
@@ -80,7 +81,8 @@ def _sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[int, str, list[
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as exc:  # hydra's OverrideParseException and friends
-        raise UserError(f"cannot parse overrides: {str(exc).splitlines()[0]}") from exc
+        why = grammar_refusal(exc) or f"cannot parse overrides: {str(exc).splitlines()[0]}"
+        raise UserError(why) from exc
     lines: list[str] = []
     sweeps: list[tuple[int, str, list[str]]] = []
     for ov in parsed:
@@ -247,6 +249,9 @@ def explain(exc: BaseException) -> str:
     """One line for a Hydra/OmegaConf composition error."""
     text = str(exc)
     for cause in _chain(exc):
+        if (unread := grammar_refusal(cause)) is not None:  # `ckpt=/tmp/été` of `rltrain eval`
+            return unread
+    for cause in _chain(exc):
         m = re.search(r"Key '([^']+)' not in '(\w+)'", str(cause))
         if m is not None:
             return _unknown_field(text, m.group(1), cause)
@@ -268,6 +273,9 @@ def explain(exc: BaseException) -> str:
         return f"unknown {group or 'config'} {option!r}: {closest(option, options)}"
     # Hydra's own message is only "Error merging override ..."; the conversion error is a cause.
     for cause in _chain(exc):
+        m = re.search(r"field '([^']+)' is not Optional", str(cause))
+        if m is not None:  # `key=null` for a field that always holds a value
+            return f"{m.group(1)}=null: expected {_shape(field_type(cause))}, got null"
         found = _conversion_error(str(cause))
         if found is not None:
             value, got, expected = found
@@ -294,6 +302,14 @@ def _conversion_error(text: str) -> tuple[str, str, str] | None:
     return (m.group(1), m.group(3), m.group(2)) if m is not None else None
 
 
+def field_type(cause: BaseException) -> str:
+    """The annotation of the dataclass field an OmegaConf error names (`float`, `list[int]`)."""
+    node, key = getattr(cause, "object_type", None), getattr(cause, "key", None)
+    is_schema = isinstance(node, type) and dataclasses.is_dataclass(node)
+    fields = dataclasses.fields(node) if is_schema else ()
+    return next((str(f.type) for f in fields if f.name == key), "a value")
+
+
 def _shape(type_name: str) -> str:
     """`a list [a, b]`, or `a mapping {name: ..., kwargs: ...}` for a config dataclass."""
     if type_name in ("ListConfig", "list"):
@@ -302,7 +318,7 @@ def _shape(type_name: str) -> str:
     if cls is not None and dataclasses.is_dataclass(cls):
         keys = ", ".join(f"{f.name}: ..." for f in dataclasses.fields(cls))
         return f"a mapping {{{keys}}}"
-    return f"a {type_name}"
+    return f"{'an' if type_name[:1] in 'aeiou' else 'a'} {type_name}"
 
 
 def _chain(exc: BaseException | None):

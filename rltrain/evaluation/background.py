@@ -6,8 +6,13 @@ keeps `best.pt` from it, written by the Runner, the run folder's one writer.
 One evaluation runs at a time: an evaluation that falls due while the previous one still runs is
 skipped (said once; never waited for). An evaluator that fails or dies is said in one line and
 the run evaluates in its own process from then on: training never stalls on it and never loses
-anything. The final evaluation stays in the training process. The evaluator ignores Ctrl-C (the
-terminal sends it to the whole process group) and is ended by the Runner however the run ends.
+anything. The final evaluation stays in the training process.
+
+A stop is the training process's to handle: the terminal sends Ctrl-C to the whole process group,
+SLURM and docker send SIGTERM to every process, so the evaluator ignores both all its life (they
+are held back while it starts, before Python runs a line of it: a signal then would print a
+traceback from inside `import torch`). The Runner ends it however the run ends, and it ends on
+its own once the training process is gone (killed: nothing else would tell it).
 
 The child is started with `spawn` (~3 s to import torch and rltrain on a spare core, once a
 run), builds the eval env and the algorithm's networks from the run's config, and evaluates
@@ -17,6 +22,7 @@ the same result in either process.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import multiprocessing as mp
@@ -39,6 +45,10 @@ BACKGROUND_FROM = 50_000
 START_TIMEOUT_S = 120.0
 """How long `drain` waits for a pending result before the final evaluation (a first result
 includes the evaluator's start-up)."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that stop a run (Ctrl-C, SLURM's and docker's SIGTERM): the evaluator ignores them."""
+PARENT_CHECK_S = 1.0
+"""How often an idle evaluator looks whether the training process is still there."""
 
 
 def wanted(setting: str, total_timesteps: int, eval_freq: int, threads: int, solo: bool,
@@ -85,8 +95,12 @@ class BackgroundEvaluator:
         self._inbox, self._outbox = ctx.Queue(), ctx.Queue()
         self.process = ctx.Process(target=_serve, args=(config, self._inbox, self._outbox),
                                    name="rltrain-evaluator", daemon=True)
-        with _no_main_module():
+        with _no_main_module(), _stop_signals_held():
             self.process.start()
+        # multiprocessing's own exit hook only sends SIGTERM, which the evaluator ignores, and
+        # then waits for it; this hook runs first (registered later) and kills it
+        self._owner = os.getpid()  # (a forked copy of this process runs the hook too)
+        atexit.register(self._kill)
         self.pending: Snapshot | None = None
         self.skipped = 0
 
@@ -124,18 +138,41 @@ class BackgroundEvaluator:
 
     def close(self) -> None:
         """End the evaluator now (a pending evaluation is dropped)."""
+        atexit.unregister(self._kill)
         if self.process.is_alive():
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 self._inbox.put(None)
-            except (OSError, ValueError):
-                pass
             self.process.join(timeout=2.0)
-        if self.process.is_alive():
-            self.process.terminate()
+        if self.process.is_alive():  # still evaluating, or still starting
+            self._kill()
             self.process.join(timeout=2.0)
         for q in (self._inbox, self._outbox):
             q.cancel_join_thread()  # never block the training process's exit on a full pipe
             q.close()
+
+    def _kill(self) -> None:
+        """SIGKILL the evaluator if it runs (it ignores SIGTERM, so `terminate()` would not do)."""
+        if os.getpid() == self._owner and self.process.is_alive():
+            self.process.kill()
+
+
+@contextlib.contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """While the evaluator starts: `STOP_SIGNALS` blocked in this thread, a mask the child
+    inherits through fork and exec, so none can reach it before `_serve` ignores them. This
+    process loses none: the kernel hands one to another thread, or it waits for the unblock."""
+    if not hasattr(signal, "pthread_sigmask"):  # (Windows: no such signals to a group)
+        yield
+        return
+    from multiprocessing import resource_tracker
+
+    # started inside, the tracker would unblock them (its own start blocks and unblocks them)
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextlib.contextmanager
@@ -158,28 +195,20 @@ class EvaluatorFailed(Exception):
 
 def _serve(config: dict[str, Any], inbox: Any, outbox: Any) -> None:
     """The evaluator process: build the eval env and networks once, then evaluate each
-    snapshot received until told to stop (None)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
+    snapshot received until told to stop (None) or the training process is gone."""
+    for sig in STOP_SIGNALS:  # a stop is the training process's to handle
+        signal.signal(sig, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # held since the start (`_stop_signals_held`)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
-        torch.set_num_threads(1)
-        # the child imports what it needs itself (spawn): nothing is shared with the parent
-        from rltrain.config.registry import get_algo_spec
-        from rltrain.config.validation import to_train_config
-        from rltrain.envs.make import load_env_state, make_env
-        from rltrain.evaluation.episodes import run_episodes
-
-        cfg = to_train_config(config, here=False)
-        env = make_env(cfg.env, "cpu", training=False,
-                       num_envs=min(cfg.eval.num_envs, cfg.eval.episodes))
-        algo = get_algo_spec(cfg.algo.name).build(cfg.algo, env.spec, torch.device("cpu"))
-        policy = algo.policy
+        cfg, env, policy = _build(config)
     except Exception as exc:  # noqa: BLE001 - said by the training process in one line
-        outbox.put((None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"))
+        outbox.put((None, _one_line(exc)))
         return
-    while True:
-        message = inbox.get()
-        if message is None:
-            return
+    from rltrain.envs.make import load_env_state
+    from rltrain.evaluation.episodes import run_episodes
+
+    while (message := _next(inbox)) is not None:
         step, weights, env_state = message
         try:
             policy.load_state_dict(weights)
@@ -187,7 +216,39 @@ def _serve(config: dict[str, Any], inbox: Any, outbox: Any) -> None:
             result = run_episodes(policy, env, cfg.eval.episodes, cfg.eval.deterministic,
                                   seed=cfg.seed + cfg.eval.seed_offset)
         except Exception as exc:  # noqa: BLE001
-            text = str(exc).strip().splitlines()
-            outbox.put((None, f"{type(exc).__name__}: {text[0] if text else ''}"))
+            outbox.put((None, _one_line(exc)))
             return
         outbox.put((step, result))
+
+
+def _build(config: dict[str, Any]) -> tuple[Any, Any, torch.nn.Module]:
+    """The run's validated config, its eval env and its algorithm's policy, on the CPU."""
+    torch.set_num_threads(1)
+    # the child imports what it needs itself (spawn): nothing is shared with the parent
+    from rltrain.config.registry import get_algo_spec
+    from rltrain.config.validation import to_train_config
+    from rltrain.envs.make import make_env
+
+    cfg = to_train_config(config, here=False)
+    env = make_env(cfg.env, "cpu", training=False,
+                   num_envs=min(cfg.eval.num_envs, cfg.eval.episodes))
+    algo = get_algo_spec(cfg.algo.name).build(cfg.algo, env.spec, torch.device("cpu"))
+    return cfg, env, algo.policy
+
+
+def _next(inbox: Any) -> Any:
+    """The next message, or None once the training process is gone (SIGKILLed, say: no None
+    would come, and the stop signals that end it with its group are ignored here)."""
+    parent = mp.parent_process()
+    while True:
+        try:
+            return inbox.get(timeout=PARENT_CHECK_S)
+        except queue.Empty:
+            if parent is not None and not parent.is_alive():
+                return None
+
+
+def _one_line(exc: Exception) -> str:
+    """`exc` as `Type: first line of its message`."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

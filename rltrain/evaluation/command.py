@@ -13,6 +13,7 @@ import torch
 
 from rltrain.checkpoint.run_dir import RunDir, require_writable
 from rltrain.config.schema import EvalRunConfig
+from rltrain.envs.engines.choice import for_evaluation
 from rltrain.envs.make import make_env
 from rltrain.envs.trust import NamedCode
 from rltrain.errors import UserError
@@ -58,16 +59,18 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
         require_writable(RunDir.of_checkpoint(path).eval_results.parent,
                          "evaluate writes eval/results.json into the run folder (copy the run "
                          "somewhere writable; from Python, write=False)")
+    env_cfg, engine_said = for_evaluation(cfg.env, video)  # the env the run trained on
     n = min(num_envs, episodes)
     videos: list[Any] = []
     folder = RunDir.of_checkpoint(path).eval_videos
     with torch_threads(), _staged(folder if video else None) as staging:  # threads given back
         if staging is not None:
             k = episodes if video_episodes is None else min(video_episodes, episodes)
-
-            env = make_recording_env(cfg.env, device, episode_targets(k, n), staging, videos)
+            # the first k episodes results.json lists, whichever rows end them
+            env = make_recording_env(env_cfg, device, episode_targets(episodes, n), staging,
+                                     videos, keep=k)
         else:
-            env = make_env(cfg.env, device, num_envs=n, training=False)
+            env = make_env(env_cfg, device, num_envs=n, training=False)
         try:
             algo = build_agent(cfg, env, payload, path, device)
             deterministic, note = _mode(algo.policy, cfg.algo.name, deterministic)
@@ -79,8 +82,8 @@ def evaluate(ckpt: str | Path, episodes: int = 10, deterministic: bool = True, s
     result.update(checkpoint=str(path), algo=cfg.algo.name, env=cfg.env.id,
                   deterministic=deterministic, seed=seed,
                   global_step=int(payload.get("counters", {}).get("global_step", 0)))
-    if note is not None:
-        result["note"] = note
+    if engine_said or note:
+        result["note"] = "; ".join(said for said in (engine_said, note) if said)
     if video:
         numbered = number_like_results(videos, result["returns"])
         result["videos"] = [str(p) for p in publish_videos(numbered, folder, staging)]

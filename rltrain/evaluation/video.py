@@ -111,12 +111,14 @@ class EpisodeVideo:
 
 class EpisodeRecorder(gym.Wrapper):
     """Records this env's next `episodes` episodes to `folder`, one MP4 each, and appends an
-    `EpisodeVideo` to the shared `sink` as each one ends. Renders only while recording."""
+    `EpisodeVideo` to the `sink` the rows share as each one ends, until it holds `keep` (None:
+    no limit). Renders only while recording: a full `sink` drops the episode in progress."""
 
     def __init__(self, env: gym.Env, folder: Path, episodes: int, sink: list[EpisodeVideo],
-                 tag: str = "0", name: str | None = None):
+                 tag: str = "0", name: str | None = None, keep: int | None = None):
         super().__init__(env)
         self.folder, self.remaining, self.sink, self.tag = Path(folder), episodes, sink, tag
+        self.keep = keep
         self.name = name or (env.spec.id if env.spec else "this env")  # for its error lines
         self.fps = int(env.metadata.get("render_fps") or 30)
         self._writer: Mp4Writer | None = None
@@ -125,7 +127,7 @@ class EpisodeRecorder(gym.Wrapper):
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
         obs, info = self.env.reset(**kwargs)
         self._abort()  # a reset in mid-episode drops that episode's unfinished file
-        if self.remaining > 0:
+        if self.remaining > 0 and not self._full():
             self.folder.mkdir(parents=True, exist_ok=True)
             self._writer = Mp4Writer(self.folder / f".recording-{self.tag}.mp4", self.fps)
             self._return, self._length = 0.0, 0
@@ -134,6 +136,8 @@ class EpisodeRecorder(gym.Wrapper):
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(action)
+        if self._full():  # another row's episodes ended first and filled the sink
+            self._abort()
         if self._writer is not None:
             self._return += float(reward)
             self._length += 1
@@ -157,6 +161,9 @@ class EpisodeRecorder(gym.Wrapper):
             raise UserError(f"env {self.name} returned no RGB frame from render(); run eval "
                             f"without video=true")
         return frame
+
+    def _full(self) -> bool:
+        return self.keep is not None and len(self.sink) >= self.keep
 
     def _finish(self) -> None:
         assert self._writer is not None
@@ -232,13 +239,19 @@ def publish_videos(staged: list[Path], folder: Path, staging: Path) -> list[Path
 
 
 def make_recording_env(cfg: EnvConfig, device: torch.device | str, budgets: list[int],
-                       folder: Path, sink: list[EpisodeVideo]) -> VecEnv:
+                       folder: Path, sink: list[EpisodeVideo], keep: int | None = None) -> VecEnv:
     """An evaluation `VecEnv` like `make_env(cfg, training=False)`, always synchronous (the
-    recorders must live in this process), whose row i records its first `budgets[i]` episodes."""
+    recorders must live in this process), whose row i records its first `budgets[i]` episodes
+    until `keep` have ended (None: all of them).
+
+    To record the first `keep` episodes an evaluation counts, `budgets` are the episodes it
+    counts per row (`episode_targets`): which rows end those first is not known in advance, so
+    every row records until `keep` videos are in `sink`, in the order they ended (rows in order
+    within a step, as `run_episodes` counts them)."""
     check_env_id(cfg.id)
     headless_gl()
-    fns = [partial(_recorded, cfg, folder, k, sink, str(i)) if k else partial(_make_one, cfg)
-           for i, k in enumerate(budgets)]
+    fns = [partial(_recorded, cfg, folder, k, sink, str(i), keep) if k
+           else partial(_make_one, cfg) for i, k in enumerate(budgets)]
     venv = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     env: VecEnv = GymVecEnv(venv, device)
     if preprocessing(cfg):
@@ -273,7 +286,7 @@ def _gl_hint() -> str:
 
 
 def _recorded(cfg: EnvConfig, folder: Path, episodes: int, sink: list[EpisodeVideo],
-              tag: str) -> gym.Env:
+              tag: str, keep: int | None) -> gym.Env:
     with warnings.catch_warnings():  # gymnasium warns about the mode; the error below is clearer
         warnings.filterwarnings("ignore", ".*is not in the possible render_modes", UserWarning)
         env = _make_one(cfg, render_mode="rgb_array")
@@ -281,4 +294,4 @@ def _recorded(cfg: EnvConfig, folder: Path, episodes: int, sink: list[EpisodeVid
         env.close()
         raise UserError(f"env {cfg.id} cannot render RGB frames (render_modes: "
                         f"{env.metadata.get('render_modes', [])}); run eval without video=true")
-    return EpisodeRecorder(env, folder, episodes, sink, tag, cfg.id)
+    return EpisodeRecorder(env, folder, episodes, sink, tag, cfg.id, keep)

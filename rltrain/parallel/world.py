@@ -61,12 +61,13 @@ class Solo:
         return value
 
     def moments(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean, std) of the union of every rank's `x` (torch.std's n - 1 denominator)."""
-        return x.mean(), x.std()
+        """(mean, std) of the union of every rank's `x` (n - 1 denominator; one sample: std 0)."""
+        # correction 0 for one sample, as ProcessGroup's max(n - 1, 1): torch would warn, give nan
+        return x.mean(), x.std(correction=int(x.numel() > 1))
 
     def moments_many(self, xs: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """`moments` of each of `xs`, in one collective."""
-        return [(x.mean(), x.std()) for x in xs]
+        return [self.moments(x) for x in xs]
 
     def any_(self, flag: bool) -> bool:
         """True when `flag` is true on any rank."""

@@ -125,13 +125,24 @@ def find_runs(folder: Path) -> list[Path]:
 def load_run(path: Path) -> Run:
     """Read one run folder; a file that cannot be read is a one-line `UserError` naming it."""
     run = RunDir(path)
-    overrides = with_resumed(_load_yaml(run.hydra_overrides, list) or [],
-                             _load_yaml(run.resume_overrides, list) or [])
+    overrides = _load_yaml(run.hydra_overrides, list) or []
+    for record in resume_records(path):
+        overrides = with_resumed(overrides, _load_yaml(record, list) or [])
     config = _load_yaml(run.hydra_config, dict) or {}
     seed = config.get("seed") if isinstance(config.get("seed"), int) else None
     start = run.hydra_config.stat().st_mtime if run.hydra_config.is_file() else None
     scalars = read_csv(run.metrics_csv) if run.metrics_csv.is_file() else read_tensorboard(run.tb)
     return Run(path, [str(o) for o in overrides], seed, scalars, start)
+
+
+def resume_records(path: Path) -> list[Path]:
+    """The `.hydra/resume/overrides.yaml` records of the run in `path`, oldest first: its own,
+    and, for a seed of a `num_seeds` batch (`<batch>/seed_<s>/`), the batch's, where
+    `resume=<batch>` records the overrides of all its seeds."""
+    records = [RunDir(path).resume_overrides]
+    if path.name.removeprefix("seed_").isdigit():
+        records.append(RunDir(path.parent).resume_overrides)
+    return sorted((r for r in records if r.is_file()), key=lambda r: r.stat().st_mtime_ns)
 
 
 def with_resumed(overrides: list[Any], resumed: list[Any]) -> list[Any]:

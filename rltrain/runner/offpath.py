@@ -86,9 +86,34 @@ class OffPathEvals:
             self.runner.record_eval(result, snapshot.step, best=snapshot.payload)
             self.runner.save(self.runner.paths.latest)  # its best return goes with the state
 
+    def declined(self) -> str | None:
+        """Why this run evaluates in the training process although `eval.background=true`
+        asks for the evaluator (None: it does not, or nothing was asked)."""
+        r = self.runner
+        if r.cfg.eval.background != "true" or r.cfg.eval.freq <= 0:
+            return None
+        if r.collective.world.size > 1:
+            return "a torchrun job (the evaluator process serves single runs only)"
+        if not self.allowed:
+            return "a seed batch (the evaluator process serves single runs only, not one per seed)"
+        if not self.rebuildable:
+            return ("an algorithm built in Python (train(algo=...)): the evaluator process "
+                    "rebuilds the algorithm from the config")
+        return None
+
+    def say_declined(self) -> None:
+        """One line when `eval.background=true` is not followed, and why."""
+        why = self.declined()
+        if why is not None:
+            log.warning("eval.background=true: periodic evaluations run in the training process "
+                        "in %s", why)
+
     def _failed(self, exc: EvaluatorFailed) -> None:
-        log.warning("background evaluation stopped (%s): evaluating in the training process "
-                    "from now on", exc)
+        # an evaluator that ends while the run stops ends with it: no failure, and no "from now
+        # on" (it ignores the stop signals, so this is a kill or a crash racing the stop)
+        if not self.runner.stopper.requested():
+            log.warning("background evaluation stopped (%s): evaluating in the training process "
+                        "from now on", exc)
         self.close()
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -103,11 +103,19 @@ def for_rank(payload: dict[str, Any], rank: int, size: int, where: str) -> dict[
             "algo": {**payload["algo"], **own["algo"]}}
 
 
+class Restored(NamedTuple):
+    """Where a restored run continues: its env step, and why its episodes restart (None: they
+    continue exactly)."""
+
+    step: int
+    restart: str | None
+
+
 def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: TrainConfig,
-            run_dir: Path) -> None:
+            run_dir: Path) -> Restored:
     """Put a freshly built run (`ctx`, `schedule`, `ctx.replay`) back into the state stored in
     `payload` (checked first: a missing or mistyped field is a one-line `UserError`, before
-    anything is changed)."""
+    anything is changed); `say_resumed` says how it went."""
     where = cfg.resume if cfg.resume not in (None, "", "auto") else "the checkpoint to resume"
     check_payload(payload, where, RESUME)
     check_frame_layout(cfg.env, cfg.algo.net.encoder, payload["algo"], where)
@@ -143,11 +151,25 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
     s.last_eval = dict(last_eval) if "step" in last_eval else None
     checkpoint.set_rng_state(payload["rng"])
     _restore_replay(ctx, payload.get("replay"))
-    if resumed:
-        log.info("resumed at step %s exactly", f"{s.global_step:,}")
-    else:
-        log.warning("%s: %s; episodes restart on resume (at step %s)", cfg.env.id,
-                    resumed.reason, f"{s.global_step:,}")
+    return Restored(s.global_step, None if resumed else resumed.reason)
+
+
+def say_resumed(env_id: str, restored: dict[int, Restored], batch: bool = False) -> None:
+    """How a resume went, once: for a run, or (`batch`) for the seeds of a batch (`restored`
+    by seed), one line per outcome naming its seeds, not one line per seed."""
+    outcomes: dict[str | None, dict[int, int]] = {}
+    for seed, (step, why) in restored.items():
+        outcomes.setdefault(why, {})[seed] = step
+    for why, steps in outcomes.items():
+        alike = len(set(steps.values())) == 1
+        at = (f"at step {next(iter(steps.values())):,}" if alike else
+              ", ".join(f"seed {seed} at step {step:,}" for seed, step in steps.items()))
+        seeds = f"seed{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))}"
+        if why is None:
+            log.info("%sresumed %s exactly", f"{seeds} " if batch and alike else "", at)
+        else:  # the same reason for every seed of a batch: one env config
+            log.warning("%s: %s; episodes restart on resume (%s%s)", env_id, why,
+                        f"{seeds}, " if batch and alike else "", at)
 
 
 def _restore_episodes(ctx: LoopContext, loop: dict[str, Any]) -> None:

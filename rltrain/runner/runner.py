@@ -42,7 +42,7 @@ from rltrain.runner.off_policy import run_off_policy
 from rltrain.runner.offpath import OffPathEvals
 from rltrain.runner.on_policy import run_on_policy
 from rltrain.runner.ownership import check_target, mark_started, run_lock
-from rltrain.runner.resume import make_payload, rank_part, restore, with_ranks
+from rltrain.runner.resume import make_payload, rank_part, restore, say_resumed, with_ranks
 from rltrain.runner.schedule import Schedule
 from rltrain.threads import torch_threads
 from rltrain.types import Metrics
@@ -56,7 +56,8 @@ NO_EVAL = {"mean_reward": float("nan"), "std_reward": float("nan"), "episodes": 
 class Runner:
     """Owns one training run. Pass `algo=` to train an algorithm built in Python, and
     `resume_from=` (a loaded checkpoint payload) to continue a run where it stopped; `rows=` (a
-    seed batch's) are its envs, a view of an engine the batch steps for all its seeds.
+    seed batch's) are its envs, a view of an engine the batch steps for all its seeds;
+    `resume_line=False` leaves the line on how the resume went to a batch, said once for all.
 
     Under torchrun (`collective`, see `rltrain/parallel/world.py`) every rank builds a Runner for
     the same run folder; rank 0 alone writes it, logs, evaluates and checkpoints."""
@@ -64,11 +65,13 @@ class Runner:
     def __init__(self, cfg: TrainConfig, run_dir: str | Path | None = None, algo: Any = None,
                  callbacks: dict[str, list[Callback]] | None = None,
                  resume_from: dict[str, Any] | None = None, collective: Solo = SOLO,
-                 rows: Any = None):
+                 rows: Any = None, resume_line: bool = True):
         # built with the threads it trains with (one by default: initial weights alike on every
         # machine, orthogonal init's QR included), given back after, as after the run
         with torch_threads(cfg.torch_threads):
             self._build(cfg, run_dir, algo, callbacks, resume_from, collective, rows)
+        if self.restored is not None and resume_line:  # a seed batch says it once for all
+            say_resumed(cfg.env.id, {cfg.seed: self.restored})
 
     def _build(self, cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
                callbacks: dict[str, list[Callback]] | None, resume_from: dict[str, Any] | None,
@@ -120,8 +123,9 @@ class Runner:
         self.stop_line = True
         """Whether a stop says how to resume this run (a seed batch says it once, for the
         batch: `resume=<batch>`)."""
-        if resume_from is not None:
-            restore(self.ctx, self.schedule, resume_from, self.cfg, self.run_dir)
+        self.restored = (None if resume_from is None else
+                         restore(self.ctx, self.schedule, resume_from, self.cfg, self.run_dir))
+        """Where a resumed run continued (`resume_from`), and why its episodes restart."""
 
     def add_callback(self, event: str, fn: Callback) -> None:
         """Register `fn(state)` for one of `callbacks.EVENTS`."""
@@ -159,7 +163,7 @@ class Runner:
         if self.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         lock = run_lock(self.run_dir) if self.main else contextlib.nullcontext()
-        with lock, self.stopper, disk_full_is_one_line(self.resume_target), \
+        with lock, self.stopper, disk_full_is_one_line(self.resume_target, self.cfg.env), \
                 torch_threads(self.cfg.torch_threads):
             self._open_outputs()
             self.offpath.start()
@@ -227,6 +231,7 @@ class Runner:
         if engine_note(self.env):
             log.info(engine_note(self.env))
         say_encoders(self.cfg.algo, self.env.spec)
+        self.offpath.say_declined()  # an explicit eval.background=true not followed
 
     def _train_and_finish(self) -> dict[str, Any]:
         """The family's loop, then `finish()`."""

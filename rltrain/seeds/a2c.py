@@ -29,8 +29,8 @@ class SeedA2C(SeedActorCritic):
         cfg = self.cfg
         self.optimizer.lr = lr = on_policy_lr(cfg, progress_remaining)
         adv = batch.advantages
-        if cfg.normalize_advantage and adv.shape[1] > 1:  # each seed's own moments
-            adv = normalized(adv, adv.mean(-1, keepdim=True), adv.std(-1, keepdim=True))
+        if cfg.normalize_advantage:  # each seed's own moments
+            adv = normalized(adv)
         dist, values = self.net.dist_value(batch.obs, batch.action_masks)
         loss, (policy_loss, value_loss, entropy) = a2c_loss(
             dist.log_prob(batch.actions), adv, values, batch.returns, dist.entropy(), cfg)  # [S]

@@ -55,8 +55,8 @@ class SeedPPO(SeedActorCritic):
         obs, actions = batch.obs[seed_rows, idx], batch.actions[seed_rows, idx]
         old_log_prob, old_values = batch.log_probs[seed_rows, idx], batch.values[seed_rows, idx]
         adv, returns = batch.advantages[seed_rows, idx], batch.returns[seed_rows, idx]
-        if cfg.normalize_advantage and adv.shape[1] > 1:  # each seed's own moments
-            adv = normalized(adv, adv.mean(-1, keepdim=True), adv.std(-1, keepdim=True))
+        if cfg.normalize_advantage:  # each seed's own moments
+            adv = normalized(adv)
         masks = None if batch.action_masks is None else batch.action_masks[seed_rows, idx]
         dist, values = self.net.dist_value(obs, masks)  # masked: loss and entropy over valid ones
         loss, parts = ppo_loss(dist.log_prob(actions), old_log_prob, adv, values, old_values,

@@ -33,6 +33,7 @@ from rltrain.report.stats import bootstrap_ci, iqm
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
 from rltrain.runner.ownership import check_target, run_lock
+from rltrain.runner.resume import say_resumed
 from rltrain.runner.runner import Runner
 from rltrain.runner.setup import resolve_device
 from rltrain.seeds.batch import SeedBatch, seed_lines
@@ -74,7 +75,8 @@ class SeedRunner:
         self.stopper = GracefulStop(LoopState(total_timesteps=cfg.total_timesteps), self.run_dir)
         """The batch's own stop: signals from the first catch-up to the last summary line."""
         self.runners: list[Runner] = []
-        with self.stopper, disk_full_is_one_line(self.run_dir):  # signals heard from here on
+        # signals heard from here on
+        with self.stopper, disk_full_is_one_line(self.run_dir, self.cfg.env):
             members = catch_up(members, self.run_dir, self.stopper, self.failed)
             self.seeds = sorted(members)
             self._build(members)
@@ -104,13 +106,17 @@ class SeedRunner:
             with seed_lines(seed):
                 self.runners.append(Runner(
                     member_cfg, RunDir(self.run_dir).seed(seed).root, resume_from=payload,
-                    rows=None if self.shared is None else self.shared.view(k)))
+                    rows=None if self.shared is None else self.shared.view(k),
+                    resume_line=False))  # said once for the batch, below
             self.runners[-1].setup_lines = False  # the same for every seed: said once, in run()
             self.runners[-1].offpath.allowed = False  # (not one evaluator process per seed)
             self.runners[-1].stop_line = False  # one line for the batch: `resume=<batch>`
             self.runners[-1].resume_target = self.run_dir
             streams.capture()  # the random state seed `seed`'s own run is at, here
         self.streams = streams
+        restored = {r.cfg.seed: r.restored for r in self.runners if r.restored is not None}
+        if restored:
+            say_resumed(self.cfg.env.id, restored, batch=True)
 
     @classmethod
     def resumed(cls, folder: Path, run_dir: Path,
@@ -146,14 +152,14 @@ class SeedRunner:
                 check_target(self.run_dir, "auto" if self.cfg.resume == "auto" else None,
                              self.cfg.total_timesteps)
             try:
-                with disk_full_is_one_line(self.run_dir):
+                with disk_full_is_one_line(self.run_dir, self.cfg.env):
                     if self.stopper.heard is None and self.batch:  # (a stop while setting up)
                         self._train(results, started)
             except BaseException:  # a full disk, a second Ctrl-C: the record of every seed,
                 if any(r.started for r in self.runners):  # (if it fits; a refused start: none)
                     self._summarize(results, time.perf_counter() - started, quiet=True)
                 raise
-            with disk_full_is_one_line(self.run_dir):
+            with disk_full_is_one_line(self.run_dir, self.cfg.env):
                 summary = self._summarize(results, time.perf_counter() - started)
         self.stopper.stop_file.unlink(missing_ok=True)  # consumed, as a single run's is
         self._say_end(summary)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
 
 from rltrain import api
+from rltrain.algos.base import explained_variance, normalized
 from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.algos.ppo import PPO, clipped_surrogate, value_loss
+from rltrain.parallel.world import SOLO
 from rltrain.runner.runner import Runner
 from rltrain.types import EnvSpec, RolloutBatch
 
@@ -171,3 +174,44 @@ def test_tuned_ppo_preset_solves_its_env_within_its_budget(tmp_path, env, thresh
 def test_adam_eps_reaches_the_optimizer():
     assert small_ppo().optimizer.defaults["eps"] == 1e-5
     assert small_ppo(adam_eps=1e-8).optimizer.defaults["eps"] == 1e-8
+
+
+def test_normalized_leaves_one_sample_as_it_is_and_scales_more_per_row():
+    one = torch.tensor([[3.0], [-2.0]])  # [S, 1]: one sample per seed
+    assert torch.equal(normalized(one), one)
+    assert torch.equal(normalized(torch.tensor([3.0]), SOLO.moments(torch.tensor([3.0]))),
+                       torch.tensor([3.0]))
+    out = normalized(torch.tensor([[1.0, 2.0, 3.0], [10.0, 10.0, 40.0]]))
+    assert torch.allclose(out, torch.tensor([[-1.0, 0.0, 1.0], [-0.57735, -0.57735, 1.15470]]),
+                          atol=1e-4)
+
+
+def test_moments_and_explained_variance_of_one_sample_warn_nothing():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*degrees of freedom")
+        mean, std = SOLO.moments(torch.tensor([2.5]))
+        ev = explained_variance(torch.tensor([1.0]), torch.tensor([2.0]))
+    assert (mean.item(), std.item()) == (2.5, 0.0)
+    assert math.isnan(ev)
+
+
+def test_a_one_sample_minibatch_steps_as_if_normalization_were_off():
+    steps = {}
+    for normalize in (True, False):
+        torch.manual_seed(0)
+        algo = small_ppo(normalize_advantage=normalize)
+        algo.update(synthetic_batch(algo, size=1))
+        steps[normalize] = algo.policy.state_dict()
+    for name, value in steps[True].items():
+        assert torch.equal(value, steps[False][name]), name
+
+
+@pytest.mark.parametrize("num_seeds", [1, 2])
+def test_a_last_rollout_of_one_step_trains_without_a_torch_warning(tmp_path, tiny_cfg, num_seeds):
+    # 16 steps, then 1: the last rollout is one minibatch of one sample
+    cfg = tiny_cfg(total_timesteps=17, num_seeds=num_seeds, env={"num_envs": 1},
+                   algo={"batch_size": 8})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*degrees of freedom")
+        api.train(cfg, run_dir=tmp_path / "run")
+    assert (tmp_path / "run").is_dir()

@@ -75,6 +75,15 @@ TRAIN_CASES = [
     case(["env.clip_obs=nan"], "env.clip_obs=nan must be a finite number > 0"),
     case(["+env.kwargs.foo=1"], "env.kwargs.foo: CartPole-v1 takes sutton_barto_reward, render_mode"),
     case(["env=Pendulum-v1", "+env.kwargs.foo=1"], "env.kwargs.foo: Pendulum-v1 takes render_mode, g"),
+    # null where a value is needed: the choices (Hydra's own line was "Error merging override")
+    case(["env.backend=null"], "env.backend=null: choose auto, gymnasium, envpool, torch"),
+    case(["env.vectorization=NULL"], "env.vectorization=null: choose sync or async"),
+    case(["progress=null"], "progress=null: choose one of auto, bar, plain, off"),
+    case(["algo=null"], "unknown algo null: choose one of a2c, ddpg, dqn, ppo, ppo_lstm, sac"),
+    case(["env.backend=~"], "cannot parse env.backend=~: Hydra reads '~' only inside quotes; "
+                            "in a shell: 'env.backend=\"~\"'"),
+    case(["algo.lr=null"], "algo.lr=null: expected a float, got null"),
+    case(["logger.csv=null"], "logger.csv=null: expected a bool, got null"),
     # devices
     case(["device=cuda"], "device=cuda: no CUDA GPU is available (torch.cuda.is_available() is "
                           "False); use device=cpu", NO_CUDA),
@@ -105,6 +114,7 @@ EVAL_CASES = [
     case(["eval", "seed=-1"], "seed=-1 must be in [0, 4294967295]"),
     case(["eval", "seed=18446744073709551616"], "must be in [0, 4294967295]"),
     case(["eval", "num_envs=0"], "num_envs=0 must be > 0"),
+    case(["eval", "episodes=null"], "episodes=null: expected an int, got null"),
     case(["eval", "video_episodes=0"], "video_episodes=0 must be > 0 (or null"),
     case(["eval", "video=true", "video_episodes=0"], "video_episodes=0 must be > 0"),
     case(["eval", "device=banana"], "device=banana: choose cpu, cuda, cuda:N, mps or auto"),

@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from rltrain.checkpoint import format as checkpoint
 from tests.e2e.harness import assert_refused, no_stray_signal, run_cli
+from tests.seeds.helpers import MOVED, assert_parameters_follow
 
 TOTAL = 256
 TINY = ["env=CartPole-v1", "env.num_envs=2", "algo.n_steps=16", "algo.batch_size=32",
@@ -100,6 +100,7 @@ def test_num_seeds_with_resume_auto_starts_on_an_empty_folder_then_resumes(tmp_p
     assert_refused(again, 2, "holds a finished batch of seeds")
 
 
+@pytest.mark.orders
 def test_seeds_at_different_steps_resume_as_one_batch_and_none_is_dropped(tmp_path,
                                                                            monkeypatch, capfd):
     """Three seeds left as a kill leaves them: seed 0 at step 192, seed 1 at its step-64
@@ -119,6 +120,7 @@ def test_seeds_at_different_steps_resume_as_one_batch_and_none_is_dropped(tmp_pa
             (ckpts[s] / name).unlink()
     shutil.copy(ckpts[0] / "step_000000192.pt", ckpts[0] / "latest.pt")
     shutil.copy(ckpts[1] / "step_000000064.pt", ckpts[1] / "latest.pt")
+    split = checkpoint.load(ckpts[1] / "latest.pt")["algo"]["policy"]  # where the paths part
     shutil.rmtree(ckpts[2])
     shutil.rmtree(ckpts[2].parent / "tb", ignore_errors=True)
     (ckpts[2].parent / "metrics.csv").unlink(missing_ok=True)
@@ -133,10 +135,11 @@ def test_seeds_at_different_steps_resume_as_one_batch_and_none_is_dropped(tmp_pa
     assert sorted(summary["final_eval"]) == ["0", "1", "2"] and not summary["stopped"]
     for s in (0, 1, 2):
         assert step_of(ckpts[s] / "final.pt") == TOTAL
+    # alone, then batched, against batched throughout: other summation orders, so the weights
+    # agree in norm relative to how far they moved since the paths parted (tests/seeds/helpers.py)
     mine = checkpoint.load(ckpts[1] / "final.pt")["algo"]["policy"]
     theirs = checkpoint.load(whole / "seed_1" / "checkpoints" / "final.pt")["algo"]["policy"]
-    for name, value in theirs.items():
-        torch.testing.assert_close(mine[name], value, rtol=1e-4, atol=1e-5)
+    assert_parameters_follow(mine, theirs, split, MOVED, "seed 1")
 
 
 def test_a_stopped_batch_writes_strict_json_with_every_seed(tmp_path, monkeypatch, capfd):
@@ -194,3 +197,19 @@ def test_a_signal_while_a_batch_is_set_up_ends_it_at_once_without_a_trace(tmp_pa
     assert "SIGTERM received while the batch was set up (2 of 3 seeds built)" in done.out
     assert built["n"] == 2 and not (tmp_path / "new").exists()
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_batch_whose_episodes_restart_says_so_once_naming_its_seeds(tmp_path, monkeypatch,
+                                                                      capfd):
+    """Async envs keep no simulator state: every seed restarts its episodes. The warning was
+    said once per seed; a batch says it once, with the seeds (as its other lines do)."""
+    batch = tmp_path / "batch"
+    first = run_cli([*TINY, "env.vectorization=async", "total_timesteps=64", "num_seeds=3",
+                     f"hydra.run.dir={batch}"], tmp_path, monkeypatch, capfd)
+    assert first.rc == 0, first.describe()
+    again = run_cli([f"resume={batch}", "total_timesteps=128"], tmp_path, monkeypatch, capfd)
+    assert again.rc == 0, again.describe()
+    said = [line for line in (again.out + again.err).splitlines() if "episodes restart" in line]
+    assert len(said) == 1, again.describe()
+    assert said[0].endswith("; episodes restart on resume (seeds 0, 1, 2, at step 64)")
+    assert "[seed" not in said[0]

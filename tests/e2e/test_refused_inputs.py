@@ -8,6 +8,7 @@ factories below are the user code some cases name (`env.id=tests.e2e.test_refuse
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 import gymnasium as gym
@@ -117,6 +118,33 @@ def test_resume_of_a_quoted_folder_with_spaces_and_accents_continues_it(tmp_path
     assert saved["counters"]["global_step"] == 256
     assert (run / ".hydra" / "resume").is_dir()  # the resume recorded in the run's own folder
     assert {p.name for p in tmp_path.iterdir()} == {"my runs"}  # no folder named "'" beside it
+
+
+def _as_suggested(argv: list[str], tmp_path, monkeypatch, capfd) -> list[str]:
+    """`argv` refused for its last, unquoted non-ASCII path; then as the error line quotes it."""
+    refused = run_cli(argv, tmp_path, monkeypatch, capfd)
+    key, _, value = argv[-1].partition("=")
+    assert_refused(refused, EXIT_USAGE, f"cannot parse {argv[-1]}: Hydra reads 'é' (not ASCII) "
+                                        f"only inside quotes; in a shell: '{key}=\"{value}\"'")
+    return [*argv[:-1], *shlex.split(refused.err.rpartition("in a shell: ")[2])]
+
+
+def test_an_unquoted_non_ascii_path_is_one_line_whose_quoting_works(tmp_path, monkeypatch, capfd):
+    from rltrain.checkpoint import format as checkpoint
+
+    run = tmp_path / "résumé"
+    train = _as_suggested([*SMOKE, "total_timesteps=128", f"hydra.run.dir={run}"], tmp_path,
+                          monkeypatch, capfd)
+    assert tree(tmp_path) == set()  # refused before anything was written
+    assert run_cli(train, tmp_path, monkeypatch, capfd).rc == 0
+    evaluate = _as_suggested(["eval", "episodes=1", f"ckpt={run}"], tmp_path, monkeypatch, capfd)
+    assert run_cli(evaluate, tmp_path, monkeypatch, capfd).rc == 0
+    assert (run / "eval" / "results.json").is_file()
+    resume = _as_suggested(["total_timesteps=256", "progress=off", f"resume={run}"], tmp_path,
+                           monkeypatch, capfd)
+    assert run_cli(resume, tmp_path, monkeypatch, capfd).rc == 0
+    assert checkpoint.load(run / "checkpoints" / "latest.pt")["counters"]["global_step"] == 256
+    assert {p.name for p in tmp_path.iterdir()} == {"résumé"}
 
 
 # ---- 4. rltrain report into a folder it cannot write ----------------------------------------

@@ -26,7 +26,13 @@ from rltrain.config.schema import (
 )
 from rltrain.config.validation import to_train_config, validate
 from rltrain.errors import UserError
-from rltrain.runner.resume import find_resume_checkpoint, resume_config, run_dir_of
+from rltrain.runner.resume import (
+    Restored,
+    find_resume_checkpoint,
+    resume_config,
+    run_dir_of,
+    say_resumed,
+)
 from rltrain.runner.runner import Runner
 from tests.test_checkpoint import assert_same
 
@@ -306,3 +312,15 @@ def test_a_budget_past_a_finished_decay_to_zero_is_refused_naming_the_fix():
 def test_the_decay_may_change_with_the_budget_when_resuming(overrides, decay, final):
     cfg = decaying_resume(overrides)
     assert (cfg.algo.lr_decay_steps, cfg.algo.lr_final) == (decay, final)
+
+
+def test_how_a_resume_went_is_one_line_per_outcome_naming_a_batchs_seeds(caplog):
+    why = "simulator state is not saved (x)"
+    with caplog.at_level(logging.INFO, logger="rltrain"):
+        say_resumed("Env-v0", {0: Restored(64, None), 1: Restored(64, None),
+                               2: Restored(32, why), 3: Restored(48, why)}, batch=True)
+        say_resumed("Env-v0", {7: Restored(64, why)})  # a single run: as it always read
+    assert [r.getMessage() for r in caplog.records] == [
+        "seeds 0, 1 resumed at step 64 exactly",
+        f"Env-v0: {why}; episodes restart on resume (seed 2 at step 32, seed 3 at step 48)",
+        f"Env-v0: {why}; episodes restart on resume (at step 64)"]
