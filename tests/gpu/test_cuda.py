@@ -135,6 +135,7 @@ def test_a_seed_batch_trains_on_the_device(name, tmp_path):
         assert all(torch.isfinite(t).all() for t in agent.values() if t.is_floating_point())
 
 
+@pytest.mark.orders
 @pytest.mark.parametrize("algo,env_id,budget,updates,rel,extra", [
     ("ppo", "CartPole-v1", 5 * 32 * 8, 5, 1e-4, []),
     ("dqn", "CartPole-v1", 1700, 3, 1e-4, []),
@@ -283,6 +284,7 @@ def test_torchrun_with_device_cuda_trains_over_nccl(tmp_path):
     assert saved["counters"]["global_step"] >= 256
 
 
+@pytest.mark.orders
 @pytest.mark.parametrize("kl_stop", [False, True], ids=["in-step", "per-seed"])
 def test_seed_adam_on_the_device_is_each_seeds_own_adam(kl_stop, monkeypatch):
     """The batch's Adam over stacked parameters on the device, against each seed's fused torch

@@ -14,6 +14,8 @@ import pytest
 from rltrain.config.compose import compose_train_config
 from tests.seeds.helpers import assert_batch_matches_single_runs
 
+pytestmark = pytest.mark.orders
+
 _ALGO = {
     "ppo": (["algo.n_steps=16", "algo.batch_size=16", "algo.n_epochs=2"], 4 * 16 * 2, 4),
     "a2c": (["algo.n_steps=5"], 12 * 5 * 2, 12),

@@ -10,26 +10,31 @@ from rltrain.seeds.stacked import StackedActorCritic, check_stackable
 from tests.seeds.helpers import ppo_members
 
 
+@pytest.mark.orders
 @pytest.mark.parametrize("env_id,extra", [("CartPole-v1", ()), ("Pendulum-v1", ()),
                                           ("CartPole-v1", ("net.layer_norm=true",))])
 def test_forward_is_each_seeds_own_policy(env_id, extra):
-    _assert_each_seeds_own_policy(*ppo_members(env_id, 3, *extra), rtol=1e-6)
+    _assert_each_seeds_own_policy(*ppo_members(env_id, 3, *extra), rtol=1e-5)
 
 
 def _assert_each_seeds_own_policy(members, streams, spec, rtol: float) -> None:
+    """One forward, stacked and per seed: each output sums at most 64 products per layer in
+    another order, so the two differ by at most 64 u ≈ 4e-6 of the sum of the terms' sizes
+    (O(1) here; measured: 2.4e-7 under the four kernel settings of `make test-float`)."""
     net = StackedActorCritic([m.policy for m in members])
     obs = torch.randn(3, 5, *spec.obs_shape)
     dist, value = net.dist_value(obs)
     for k, m in enumerate(members):
         own, own_value = m.policy.dist_value(obs[k])
-        torch.testing.assert_close(value[k], own_value, rtol=rtol, atol=1e-6)
+        torch.testing.assert_close(value[k], own_value, rtol=rtol, atol=1e-5)
         if net.gaussian:
-            torch.testing.assert_close(dist.mean[k], own.mean, rtol=rtol, atol=1e-6)
+            torch.testing.assert_close(dist.mean[k], own.mean, rtol=rtol, atol=1e-5)
             torch.testing.assert_close(dist.log_std[k], own.log_std, rtol=0, atol=0)
         else:
-            torch.testing.assert_close(dist.log_probs[k], own.log_probs, rtol=rtol, atol=1e-6)
+            torch.testing.assert_close(dist.log_probs[k], own.log_probs, rtol=rtol, atol=1e-5)
 
 
+@pytest.mark.orders
 def test_large_batches_take_the_fast_tanh_and_still_match_each_seed(monkeypatch):
     """A stacked tanh layer goes through `nets.activations.tanh`: from FAST_TANH_NUMEL elements
     on (here every call) 2 sigmoid(2x) - 1, and the stacked forward through it is still each
