@@ -62,7 +62,7 @@ test-wheel:             ## build the wheel, install it into a fresh venv ($(WHEE
 	$(WHEEL_VENV)/bin/python -m pip install --quiet "$$(ls dist/rltrain-*.whl)[$(WHEEL_EXTRAS)]"
 	bash .ci/wheel_smoke.sh $(WHEEL_VENV)/bin
 	@copy="$$(mktemp -d)" && cp -r tests pyproject.toml "$$copy" && cd "$$copy" && \
-	  "$(CURDIR)/$(WHEEL_VENV)/bin/python" -m pytest -q -p no:cacheprovider tests/envs/test_envpool_twins.py $(ARGS); \
+	  "$(CURDIR)/$(WHEEL_VENV)/bin/python" -m pytest -q -p no:cacheprovider tests/envs/test_envpool_twins.py tests/envs/test_engines.py $(ARGS); \
 	  status=$$?; rm -rf "$$copy"; exit $$status
 
 # On a machine with a CUDA GPU (CI has none: there these tests skip): every algorithm, resume
