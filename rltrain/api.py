@@ -18,7 +18,6 @@ from omegaconf import OmegaConf
 from rltrain import launch
 from rltrain.algos.configs.base import AlgoConfig
 from rltrain.checkpoint.run_dir import require_writable
-from rltrain.cli.run_target import is_multirun, resumed_config, with_saved_choices
 from rltrain.config.compose import compose_train_config, composed_dict, normalize_overrides
 from rltrain.config.overrides import explain, first_of_sweeps
 from rltrain.config.schema import TrainConfig
@@ -28,6 +27,8 @@ from rltrain.guest import guest
 from rltrain.parallel.world import world_from_env
 from rltrain.runner.ownership import remove_empty
 from rltrain.runner.setup import default_run_dir
+from rltrain.target.argv import is_multirun
+from rltrain.target.resume import resumed_config, with_saved_choices
 
 log = logging.getLogger("rltrain")
 _BUSY = threading.RLock()

@@ -131,9 +131,9 @@ def resumed_folder(resume: str) -> Path:
 
 def new_run(cfg: TrainConfig, job: Job) -> Outcome:
     """One run of `cfg` into the job's folder."""
+    # a search's trial: the search says how to continue (`stop_line`)
     runner = Runner(cfg, job.run_dir, algo=job.algo, callbacks=job.callbacks,
-                    collective=job.collective)
-    runner.stop_line = not in_search()  # a search's trial: the search says how to continue
+                    collective=job.collective, stop_line=not in_search())
     paths = RunDir(job.run_dir)
     recorded = paths.is_hydra_run()
     try:
@@ -158,8 +158,7 @@ def resume_run(ckpt: Path, job: Job) -> Outcome:
                         "resume the whole batch with resume=<batch folder>")
     in_place = job.run_dir.resolve() == RunDir.of_checkpoint(ckpt).root.resolve()
     runner = Runner(cfg, job.run_dir, algo=job.algo, callbacks=job.callbacks,
-                    resume_from=payload, collective=job.collective)
-    runner.stop_line = not in_search()
+                    resume_from=payload, collective=job.collective, stop_line=not in_search())
     paths = RunDir(job.run_dir)
     with _run_log(job):  # the run's log goes on
         log.info("resuming %s from %s", job.run_dir, ckpt)
@@ -177,8 +176,8 @@ def seed_batch(cfg: TrainConfig, job: Job) -> Outcome:
     _one_algorithm_per_seed(job, "num_seeds > 1 builds one algorithm per seed itself: "
                                  "train(algo=...) and callbacks= need num_seeds=1")
     _no_ranks(job)
-    runner = SeedRunner(cfg, job.run_dir)
-    runner.overrides = job.overrides or []  # (without Hydra's record: each seed's repeats them)
+    # the overrides: without Hydra's record, each seed's record repeats them
+    runner = SeedRunner(cfg, job.run_dir, overrides=job.overrides, stop_line=not in_search())
     for seed in runner.seeds:  # Hydra's record of the batch, copied into each seed's folder
         write_seed_record(job.run_dir, RunDir(job.run_dir).seed(seed).root, seed)
     return _finish_batch(runner, job)
@@ -195,7 +194,8 @@ def resume_batch(folder: Path, job: Job) -> Outcome:
                                      if o.lstrip("+~").split("=", 1)[0] != "resume"])
     composed = job.composed()
     runner = SeedRunner.resumed(
-        folder, job.run_dir, lambda saved: resume_config(saved, composed, given, str(folder)))
+        folder, job.run_dir, lambda saved: resume_config(saved, composed, given, str(folder)),
+        stop_line=not in_search())
     paths, in_place = RunDir(job.run_dir), job.run_dir.resolve() == folder.resolve()
     try:
         return _finish_batch(runner, job)
@@ -232,7 +232,6 @@ def ranks(world: World, argv: list[str] | None) -> tuple[list[str], Solo, Path |
 
 
 def _finish_batch(runner: SeedRunner, job: Job) -> Outcome:
-    runner.stop_line = not in_search()
     with _run_log(job):
         summary = runner.run()
     return Outcome(summary, runner.signum)

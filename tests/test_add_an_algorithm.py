@@ -17,8 +17,8 @@ import pytest
 import torch
 import yaml
 
-from rltrain.algos.base import td_target
 from rltrain.algos.configs.base import OffPolicyConfig
+from rltrain.algos.off_policy_steps import td_target
 from rltrain.algos.optim import adam
 from rltrain.checkpoint import format as checkpoint
 from rltrain.nets.q import QNetwork
@@ -93,14 +93,15 @@ defaults:
 @pytest.fixture
 def toy_registered(monkeypatch):
     """Step 3 (one entry in `catalog.ALGORITHMS`: its config class and module as import paths,
-    its traits, no stacked form) and step 2's file made known to Hydra; undone afterwards."""
+    its action spaces, no stacked form; its family read from its config class) and step 2's
+    file made known to Hydra; undone afterwards."""
     from hydra.core.config_store import ConfigStore
 
     from rltrain.config.catalog import ALGORITHMS, AlgoEntry
     from rltrain.config.store import register_configs
 
     monkeypatch.setitem(ALGORITHMS, "toy", AlgoEntry(
-        f"{__name__}:ToyConfig", __name__, "off_policy", ("discrete",)))
+        f"{__name__}:ToyConfig", __name__, ("discrete",)))
     register_configs()  # stores toy_schema, as for every ALGORITHMS entry
     ConfigStore.instance().store(group="algo", name="toy", node=yaml.safe_load(TOY_YAML))
     yield

@@ -254,19 +254,18 @@ def test_a_python_run_refused_at_start_writes_nothing(tmp_path, monkeypatch):
 def test_a_runner_builds_its_networks_with_the_threads_it_trains_with(tmp_path, monkeypatch):
     """Initial weights depend on the thread count (orthogonal init's QR): built at the
     process's 2 threads, `make train`'s Pendulum run ended at -98.35 instead of -97.64."""
-    from rltrain.config import registry
+    from rltrain.algos import ppo
     from rltrain.config.compose import compose_train_config
     from rltrain.runner.runner import Runner
 
     seen = []
-    real = registry.ALGOS["ppo"]
+    real = ppo.build
 
     def build(*args, **kwargs):
         seen.append(torch.get_num_threads())
-        return real.build(*args, **kwargs)
+        return real(*args, **kwargs)
 
-    monkeypatch.setitem(registry.ALGOS, "ppo", registry.AlgoSpec(real.config, build, real.family,
-                                                                 real.action_kinds))
+    monkeypatch.setattr(ppo, "build", build)  # what the table's entry calls when a run builds
     before = torch.get_num_threads()
     torch.set_num_threads(2 if before != 2 else 3)
     mine = torch.get_num_threads()
@@ -582,7 +581,7 @@ def test_a_resume_checks_its_overrides_against_the_runs_own_preset(tmp_path, mon
 
 
 def test_with_saved_choices_puts_the_runs_choices_first_unless_given(tmp_path):
-    from rltrain.cli.run_target import with_saved_choices
+    from rltrain.target.resume import with_saved_choices
 
     hydra = tmp_path / "run" / ".hydra"
     hydra.mkdir(parents=True)
@@ -601,7 +600,8 @@ def test_with_saved_choices_never_carries_code_and_keeps_overrides_together(tmp_
     """A recorded `env.id=mymod:make` carried into the command line counted as named by the
     user, so a resume imported the run's code unasked; choices put before `-m` split Hydra's
     overrides ("unrecognized arguments")."""
-    from rltrain.cli.run_target import with_overrides, with_saved_choices
+    from rltrain.target.argv import with_overrides
+    from rltrain.target.resume import with_saved_choices
 
     hydra = tmp_path / "run" / ".hydra"
     hydra.mkdir(parents=True)

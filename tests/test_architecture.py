@@ -17,10 +17,12 @@ ENTRY_POINTS = ("rltrain.cli", "rltrain.launch", "rltrain.api")
 BELOW_ENTRY_POINTS = (
     "rltrain.algos", "rltrain.buffers", "rltrain.checkpoint", "rltrain.config", "rltrain.envs",
     "rltrain.evaluation", "rltrain.export", "rltrain.loggers", "rltrain.nets",
-    "rltrain.parallel.world", "rltrain.parallel.process_group", "rltrain.report",
-    "rltrain.runner", "rltrain.seeds", "rltrain.sweep")
-"""What the entry points are built from (torchrun's rank setup reads the command line's run
-folder helpers, `parallel/torchrun.py`, so it is not among them)."""
+    "rltrain.parallel", "rltrain.report", "rltrain.runner", "rltrain.seeds", "rltrain.sweep",
+    "rltrain.target")
+"""What the entry points are built from (torchrun's rank setup included: it reads the run
+folder and resume checks from `rltrain.target`, as the command line and `train()` do)."""
+COMMAND_LINE = "rltrain.cli"
+"""The `rltrain` command: imported only by itself and `python -m rltrain` (`rltrain.__main__`)."""
 # (importer prefix, imported prefix): layers that must not know each other
 FORBIDDEN = [
     # an algorithm is math: no loop, sink, env, run config, file or seed batch
@@ -42,6 +44,9 @@ FORBIDDEN = [
     # a seed batch and a sweep's trial are built from runners, never the other way round
     ("rltrain.runner", "rltrain.seeds"), ("rltrain.runner", "rltrain.sweep"),
     ("rltrain.evaluation", "rltrain.runner"),
+    # where a job trains and what it resumes is read above the run, the batch and their files
+    *[(layer, "rltrain.target") for layer in ("rltrain.runner", "rltrain.seeds",
+                                              "rltrain.config", "rltrain.checkpoint")],
     *[(layer, entry) for layer in BELOW_ENTRY_POINTS for entry in ENTRY_POINTS],
 ]
 
@@ -116,6 +121,21 @@ def test_no_forbidden_arrow(graph, src, dst):
     arrows = sorted(f"{a} -> {b}" for a, targets in graph.items() if a.startswith(src)
                     for b in targets if b.startswith(dst))
     assert not arrows, arrows
+
+
+def test_nothing_outside_the_command_line_imports_it(graph):
+    # api.py read resume checks from cli/run_target.py: what train() and torchrun share with
+    # the command line lives below it (`rltrain.target`), never in it
+    inside = (COMMAND_LINE, "rltrain.__main__")
+    arrows = sorted(f"{a} -> {b}" for a, targets in graph.items()
+                    if a != inside[1] and not _within(a, COMMAND_LINE)
+                    for b in targets if _within(b, COMMAND_LINE))
+    assert not arrows, arrows
+    assert graph["rltrain.__main__"] == {"rltrain.cli.commands"}  # the check reads real arrows
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
 
 
 def test_the_package_root_shows_the_architecture():

@@ -7,10 +7,10 @@ from importlib import resources
 
 import pytest
 
-from rltrain.algos.configs.base import AlgoConfig
+from rltrain.algos.configs.base import AlgoConfig, OffPolicyConfig, OnPolicyConfig
 from rltrain.config import registry
-from rltrain.config.catalog import SPACE_NAMES
-from rltrain.config.registry import ALGOS, AlgoSpec, check_action_space, get_algo_spec
+from rltrain.config.catalog import ALGORITHMS, SPACE_NAMES, AlgoEntry
+from rltrain.config.registry import ALGOS, check_action_space, get_algo_spec
 from rltrain.errors import UserError
 
 
@@ -42,9 +42,33 @@ def test_every_registered_algo_is_consistently_named_and_shipped(name):
 @pytest.fixture
 def box_only(monkeypatch):
     """A registry entry that handles Box actions only (independent of the shipped algorithms)."""
-    monkeypatch.setitem(registry.ALGOS, "boxonly",
-                        AlgoSpec(AlgoConfig, lambda *a: None, "off_policy", ("box",)))
+    monkeypatch.setitem(registry.ALGOS, "boxonly", AlgoEntry(
+        "rltrain.algos.configs.base:OffPolicyConfig", "rltrain.algos.ddpg", ("box",)))
     return "boxonly"
+
+
+def test_there_is_one_algorithm_table():
+    # registry.ALGOS was a view rebuilding AlgoSpecs from catalog.ALGORITHMS: two tables
+    assert ALGOS is ALGORITHMS
+    assert get_algo_spec("sac") is ALGORITHMS["sac"]
+
+
+@pytest.mark.parametrize("config_path, family", [
+    ("rltrain.algos.configs.ppo:PPOConfig", "on_policy"),
+    ("rltrain.algos.configs.a2c:A2CConfig", "on_policy"),
+    ("rltrain.algos.configs.sac:SACConfig", "off_policy"),  # gSDE (SDEConfig) is no family
+    ("rltrain.algos.configs.base:OffPolicyConfig", "off_policy"),
+])
+def test_an_entrys_family_is_its_config_class_base(config_path, family):
+    entry = AlgoEntry(config_path, "rltrain.algos.ppo", ("box",))
+    assert entry.family == family
+    assert issubclass(entry.config, OnPolicyConfig if family == "on_policy" else OffPolicyConfig)
+
+
+def test_a_config_class_of_no_family_is_refused_by_name():
+    with pytest.raises(ValueError, match="rltrain.algos.configs.base:AlgoConfig derives from "
+                                         "neither OnPolicyConfig nor OffPolicyConfig"):
+        _ = AlgoEntry("rltrain.algos.configs.base:AlgoConfig", "rltrain.algos.ppo", ("box",)).family
 
 
 def test_action_space_mismatch_names_the_space_and_the_fitting_algorithms(box_only):

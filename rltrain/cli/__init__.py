@@ -1,9 +1,9 @@
 """The `rltrain` command (`rltrain.cli:main`, `python -m rltrain`, `python -m rltrain.cli`).
 
     commands.py    `main`: train (default), eval, export, report, list
-    train.py       the training command: overrides checked, run folder claimed, Hydra's job
+    train.py       the training command: overrides checked, run folder claimed (`rltrain.target`),
+                   Hydra's job
     exit.py        one error line and an exit code
-    run_target.py  where a run writes: its folder claimed and checked before Hydra starts
     help.py        `--help` without Hydra's slow group listing
     listing.py     `rltrain list`
     docs.py        the config reference, `python -m rltrain.cli.docs > docs/config.md`

@@ -24,18 +24,6 @@ log = logging.getLogger("rltrain")
 def train_command(argv: list[str]) -> None:
     """Validate the overrides, then hand over to Hydra (which also serves --help, --cfg, -m)."""
     # start-up: Hydra and yaml only for a training command line (not for `rltrain list`)
-    from rltrain.cli.run_target import (
-        HYDRA_FLAGS,
-        arg_value,
-        budget,
-        check_writable,
-        claim_run_dir,
-        is_multirun,
-        resume_run_dir,
-        with_overrides,
-        with_run_dir,
-        with_saved_choices,
-    )
     from rltrain.config.compose import (
         check_sweep,
         compose_train_config,
@@ -43,6 +31,9 @@ def train_command(argv: list[str]) -> None:
         register_options,
     )
     from rltrain.sweep.plugins import check_plugins
+    from rltrain.target.argv import HYDRA_FLAGS, arg_value, budget, is_multirun, with_overrides
+    from rltrain.target.folder import check_writable, claim_run_dir, with_run_dir
+    from rltrain.target.resume import resume_run_dir, with_saved_choices
 
     argv = with_saved_choices(normalize_overrides(argv))  # resume=: the run's algo=, env=, ...
     world = world_from_env()
@@ -108,7 +99,7 @@ def _train_ranks(argv: list[str], world: World) -> None:
     global _COLLECTIVE
     # start-up: torch and torch.distributed only under torchrun (`rltrain list` imports this module)
     from rltrain import launch
-    from rltrain.cli.run_target import arg_value, budget
+    from rltrain.target.argv import arg_value, budget
 
     hydra_args, _COLLECTIVE, target, created = launch.ranks(world, argv)
     sys.argv = [sys.argv[0], *hydra_args]

@@ -1,13 +1,15 @@
-"""What rltrain offers, without importing torch: the algorithms' traits (the registry builds its
-`ALGOS` from them), the `algo=` options, env aliases, tuned presets and optional extras.
+"""What rltrain offers, without importing torch: the algorithm table (`ALGORITHMS`, which the
+registry names `ALGOS`), the `algo=` options, env aliases, tuned presets and optional extras.
 `rltrain list` prints it all in one table in a fraction of a second."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 from rltrain.envs.aliases import ENV_ALIASES
 from rltrain.envs.families import EXTRAS as FAMILY_EXTRAS
@@ -18,38 +20,60 @@ ALL_ACTIONS = ("discrete", "box", "multi_discrete", "multi_binary")
 
 @dataclass(frozen=True)
 class AlgoEntry:
-    """Everything rltrain needs to know of one algorithm, as import paths (nothing here imports
-    torch, so composing a config and `rltrain list` never pay for it)."""
+    """Everything rltrain needs to know of one algorithm: its config class and its module as
+    import paths, loaded on first use (the config class is torch-free; the module, with torch,
+    is imported only when a run builds it), its action spaces and its stacked form."""
 
-    config: str
+    config_path: str
     """`module:Class` of its config dataclass (`algos/configs/`)."""
     module: str
     """The module of its class, whose `build(cfg, env_spec, device)` builds it."""
-    family: str
-    """`on_policy` or `off_policy`: the loop that trains it."""
     action_kinds: tuple[str, ...]
     """The action spaces it handles (`SPACE_NAMES` keys)."""
     batched: str | None = None
     """`module:Class` of its form over stacked seeds (`seeds/`), the fast `num_seeds > 1`;
     None: a seed batch runs each seed's own algorithm in turn (`seeds/members.py`)."""
 
+    @property
+    def config(self) -> type:
+        """Its config class (an `AlgoConfig` subclass; the Hydra schema `<name>_schema`)."""
+        module, _, name = self.config_path.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    @property
+    def family(self) -> str:
+        """`on_policy` or `off_policy`, the loop that trains it: its config class's base."""
+        from rltrain.algos.configs.base import OffPolicyConfig, OnPolicyConfig
+
+        config = self.config
+        for base, family in ((OnPolicyConfig, "on_policy"), (OffPolicyConfig, "off_policy")):
+            if issubclass(config, base):
+                return family
+        raise ValueError(f"{self.config_path} derives from neither OnPolicyConfig nor "
+                         f"OffPolicyConfig: no loop can train it")
+
+    def build(self, cfg: Any, spec: Any, device: Any = "cpu") -> Any:
+        """The algorithm for `cfg` and the env `spec` on `device`: its module's `build`."""
+        return importlib.import_module(self.module).build(cfg, spec, device)
+
 
 ALGORITHMS: dict[str, AlgoEntry] = {
-    "ppo": AlgoEntry("rltrain.algos.configs.ppo:PPOConfig", "rltrain.algos.ppo", "on_policy",
-                     ALL_ACTIONS, "rltrain.seeds.ppo:SeedPPO"),
-    "a2c": AlgoEntry("rltrain.algos.configs.a2c:A2CConfig", "rltrain.algos.a2c", "on_policy",
-                     ALL_ACTIONS, "rltrain.seeds.a2c:SeedA2C"),
-    "dqn": AlgoEntry("rltrain.algos.configs.dqn:DQNConfig", "rltrain.algos.dqn", "off_policy",
-                     ("discrete",), "rltrain.seeds.dqn:SeedDQN"),
-    "ddpg": AlgoEntry("rltrain.algos.configs.ddpg:DDPGConfig", "rltrain.algos.ddpg",
-                      "off_policy", ("box",), "rltrain.seeds.deterministic:SeedDDPG"),
-    "td3": AlgoEntry("rltrain.algos.configs.td3:TD3Config", "rltrain.algos.td3", "off_policy",
-                     ("box",), "rltrain.seeds.deterministic:SeedTD3"),
-    "sac": AlgoEntry("rltrain.algos.configs.sac:SACConfig", "rltrain.algos.sac", "off_policy",
-                     ("box",), "rltrain.seeds.sac:SeedSAC"),
+    "ppo": AlgoEntry("rltrain.algos.configs.ppo:PPOConfig", "rltrain.algos.ppo", ALL_ACTIONS,
+                     "rltrain.seeds.ppo:SeedPPO"),
+    "a2c": AlgoEntry("rltrain.algos.configs.a2c:A2CConfig", "rltrain.algos.a2c", ALL_ACTIONS,
+                     "rltrain.seeds.a2c:SeedA2C"),
+    "dqn": AlgoEntry("rltrain.algos.configs.dqn:DQNConfig", "rltrain.algos.dqn", ("discrete",),
+                     "rltrain.seeds.dqn:SeedDQN"),
+    "ddpg": AlgoEntry("rltrain.algos.configs.ddpg:DDPGConfig", "rltrain.algos.ddpg", ("box",),
+                      "rltrain.seeds.deterministic:SeedDDPG"),
+    "td3": AlgoEntry("rltrain.algos.configs.td3:TD3Config", "rltrain.algos.td3", ("box",),
+                     "rltrain.seeds.deterministic:SeedTD3"),
+    "sac": AlgoEntry("rltrain.algos.configs.sac:SACConfig", "rltrain.algos.sac", ("box",),
+                     "rltrain.seeds.sac:SeedSAC"),
 }
-"""The one table of algorithms: adding one is its file, its config, one entry here and its
-YAML (`conf/algo/`); the registry, `rltrain list`, the config store and seed batches read it."""
+"""The one table of algorithms (`registry.ALGOS` is this dict): adding one is its file, its
+config, one entry here and its YAML (`conf/algo/`); the registry, `rltrain list`, the config
+store and seed batches read it, and an entry added at run time (a test's) is known to all."""
 
 SPACE_NAMES = {"discrete": "Discrete", "box": "Box", "multi_discrete": "MultiDiscrete",
                "multi_binary": "MultiBinary"}

@@ -1,94 +1,24 @@
 """Name -> spec tables. An algorithm is one entry in `catalog.ALGORITHMS` (its config class,
-module, traits and batched form, as import paths); `ALGOS` reads it; nothing registers on import.
+module, traits and batched form, as import paths); `ALGOS` is that table; nothing registers on
+import.
 
-Importing this module imports no torch: `ALGOS` holds the torch-free config classes of
-`algos/configs/`, and each builder imports its algorithm module (and torch with it) only when a
-run builds one, so composing, validating and `rltrain --help` never pay for torch."""
+Importing this module imports no torch: an entry imports its torch-free config class when
+asked for it, and its algorithm module (and torch with it) only when a run builds one, so
+composing, validating and `rltrain --help` never pay for torch."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
 
 from rltrain.config.catalog import ALGORITHMS, SPACE_NAMES, AlgoEntry
 from rltrain.errors import UserError
 from rltrain.text import closest
 
-
-@dataclass(frozen=True)
-class AlgoSpec:
-    """How to configure and build one algorithm."""
-
-    config: type  # the algorithm's AlgoConfig subclass
-    build: Callable[..., Any]  # build(cfg, env_spec, device) -> algorithm
-    family: str  # "on_policy" or "off_policy"
-    action_kinds: tuple[str, ...]  # action spaces it handles: "discrete", "box", "multi_*"
+ALGOS: dict[str, AlgoEntry] = ALGORITHMS
+"""Registry key -> how to configure and build it: `catalog.ALGORITHMS` itself, not a copy."""
 
 
-def _builder(module: str) -> Callable[..., Any]:
-    """`build(cfg, spec, device)` of the algorithm module `module`, imported on the first call
-    (and torch with it): composing, validating and `rltrain --help` never import it."""
-    def build(cfg: Any, spec: Any, device: Any = "cpu") -> Any:
-        return importlib.import_module(module).build(cfg, spec, device)
-
-    build.__qualname__ = f"build<{module}>"
-    return build
-
-
-def _import(path: str) -> Any:
-    """The object a `module:name` path names (an algorithm's config class: torch-free)."""
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def _spec(entry: AlgoEntry) -> AlgoSpec:
-    return AlgoSpec(_import(entry.config), _builder(entry.module), entry.family,
-                    entry.action_kinds)
-
-
-class _Algos(dict):
-    """`ALGORITHMS` (catalog.py) as `AlgoSpec`s: a view, so an entry added there (a test's, a
-    plugin's) is known here at once, and one given here directly stays."""
-
-    def _sync(self) -> None:
-        for name in [n for n in self._entries if n not in ALGORITHMS]:  # an entry taken out
-            del self._entries[name]
-            super().pop(name, None)
-        for name, entry in ALGORITHMS.items():
-            if self._entries.get(name) is not entry:
-                super().__setitem__(name, _spec(entry))
-                self._entries[name] = entry
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._entries: dict[str, AlgoEntry] = {}
-        self._sync()
-
-    def __getitem__(self, name: str) -> AlgoSpec:
-        self._sync()
-        return super().__getitem__(name)
-
-    def __contains__(self, name: object) -> bool:
-        self._sync()
-        return super().__contains__(name)
-
-    def __iter__(self) -> Iterator[str]:
-        self._sync()
-        return super().__iter__()
-
-    def items(self) -> Any:
-        self._sync()
-        return super().items()
-
-
-ALGOS: dict[str, AlgoSpec] = _Algos()
-"""Registry key -> how to configure and build it, from `catalog.ALGORITHMS`."""
-
-
-def get_algo_spec(name: str) -> AlgoSpec:
+def get_algo_spec(name: str) -> AlgoEntry:
     """Look up an algorithm by registry key, with a helpful error for unknown names."""
     if name not in ALGOS:
         raise UserError(f"unknown algo {name!r}: {closest(name, tuple(ALGOS))}")

@@ -27,11 +27,10 @@ log = logging.getLogger("rltrain")
 class OffPathEvals:
     """`runner`'s background evaluations (none unless `start()` found them wanted).
     `rebuildable`: the evaluator can rebuild the algorithm from the config (not one built in
-    Python); `allowed` is cleared for a seed of a batch (it evaluates in the training process)."""
+    Python); `allowed` is False for a seed of a batch (it evaluates in the training process)."""
 
-    def __init__(self, runner: Any, rebuildable: bool):
-        self.runner, self.rebuildable = runner, rebuildable
-        self.allowed = True
+    def __init__(self, runner: Any, rebuildable: bool, allowed: bool = True):
+        self.runner, self.rebuildable, self.allowed = runner, rebuildable, allowed
         self.evaluator: BackgroundEvaluator | None = None
 
     def start(self) -> None:

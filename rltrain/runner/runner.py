@@ -49,33 +49,49 @@ from rltrain.types import Metrics
 
 log = logging.getLogger("rltrain")
 
+CONSTRUCTOR_FLAGS = ("setup_lines", "stop_line", "resume_target")
+"""What a Runner is configured with, set once by `Runner(...)` (`setup.set_once` refuses a second)."""
 NO_EVAL = {"mean_reward": float("nan"), "std_reward": float("nan"), "episodes": 0}
 """The result of a run that has no evaluation (a stop before the first; ranks other than 0)."""
 
 
 class Runner:
     """Owns one training run. Pass `algo=` to train an algorithm built in Python, and
-    `resume_from=` (a loaded checkpoint payload) to continue a run where it stopped; `rows=` (a
-    seed batch's) are its envs, a view of an engine the batch steps for all its seeds;
-    `resume_line=False` leaves the line on how the resume went to a batch, said once for all.
+    `resume_from=` (a loaded checkpoint payload) to continue a run where it stopped.
+
+    A seed of a batch is configured here too, never by flags set afterwards (`setup.set_once`):
+    `rows=` (its view of the batch's engine); `resume_line`, `setup_lines`, `stop_line` False
+    leave those lines to the batch; `resume_target=` the folder a resume names (the batch's);
+    `background_eval=False` evaluates in the training process (no evaluator per seed).
 
     Under torchrun (`collective`, see `rltrain/parallel/world.py`) every rank builds a Runner for
     the same run folder; rank 0 alone writes it, logs, evaluates and checkpoints."""
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path | None = None, algo: Any = None,
                  callbacks: dict[str, list[Callback]] | None = None,
-                 resume_from: dict[str, Any] | None = None, collective: Solo = SOLO,
-                 rows: Any = None, resume_line: bool = True):
+                 resume_from: dict[str, Any] | None = None, collective: Solo = SOLO, *,
+                 rows: Any = None, resume_line: bool = True, setup_lines: bool = True,
+                 stop_line: bool = True, resume_target: str | Path | None = None,
+                 background_eval: bool = True):
         # built with the threads it trains with (one by default: initial weights alike on every
         # machine, orthogonal init's QR included), given back after, as after the run
         with torch_threads(cfg.torch_threads):
-            self._build(cfg, run_dir, algo, callbacks, resume_from, collective, rows)
+            self._build(cfg, run_dir, algo, callbacks, resume_from, collective, rows,
+                        background_eval)
+        self.setup_lines, self.stop_line = setup_lines, stop_line
+        """Whether the start lines include `say_setup()`'s; whether a stop says how to resume."""
+        self.resume_target = self.run_dir if resume_target is None else Path(resume_target)
+        """The folder a resume of this run names (a seed of a batch: the batch's)."""
         if self.restored is not None and resume_line:  # a seed batch says it once for all
             say_resumed(cfg.env.id, {cfg.seed: self.restored})
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Any attribute, but the constructor's flags (`CONSTRUCTOR_FLAGS`) only once."""
+        setup.set_once(self, name, value, CONSTRUCTOR_FLAGS)
+
     def _build(self, cfg: TrainConfig, run_dir: str | Path | None, algo: Any,
                callbacks: dict[str, list[Callback]] | None, resume_from: dict[str, Any] | None,
-               collective: Solo, rows: Any) -> None:
+               collective: Solo, rows: Any, background_eval: bool) -> None:
         self.cfg = cfg
         # the plain dict checkpoints store; built once (it took ~12 ms, half of each save)
         self.config_dict = config_to_dict(cfg)
@@ -111,18 +127,10 @@ class Runner:
         self.schedule = Schedule.every(cfg.eval.freq, cfg.checkpoint.freq, cfg.logger.log_freq)
         self.stopper = GracefulStop(self.state, self.run_dir, deferred=world.size > 1)
         self.resumed = resume_from is not None
-        self.offpath = OffPathEvals(self, rebuildable=algo is None)
+        self.offpath = OffPathEvals(self, rebuildable=algo is None, allowed=background_eval)
         """Periodic evaluations in a second process (`eval.background`, `runner/offpath.py`)."""
         self.started = False
         """True once this Runner took its folder (after the check that it may write there)."""
-        self.setup_lines = True
-        """Whether the start lines include `say_setup()`'s (a seed batch says them once, for
-        all its seeds)."""
-        self.resume_target = self.run_dir
-        """The folder a resume of this run names (a seed of a batch: the batch's)."""
-        self.stop_line = True
-        """Whether a stop says how to resume this run (a seed batch says it once, for the
-        batch: `resume=<batch>`)."""
         self.restored = (None if resume_from is None else
                          restore(self.ctx, self.schedule, resume_from, self.cfg, self.run_dir))
         """Where a resumed run continued (`resume_from`), and why its episodes restart."""

@@ -102,3 +102,13 @@ def check_env_state(env: VecEnv, name: str) -> None:
     if problem is not None:
         raise UserError(f"env {name}: checkpoints cannot hold its state ({problem}); "
                         f"sim_state() must return {STATE_TYPES}")
+
+
+def set_once(obj: object, name: str, value: Any, fixed: tuple[str, ...]) -> None:
+    """`obj.<name> = value`, refused for a name in `fixed` that is already set: what configures
+    a Runner (or a batch) is given to its constructor, never flipped after it was built."""
+    if name in fixed and name in vars(obj):
+        kind = type(obj).__name__
+        raise AttributeError(f"{kind}.{name} is set once, by {kind}({name}=...); build another "
+                             f"{kind} to change it")
+    object.__setattr__(obj, name, value)

@@ -102,9 +102,9 @@ def catch_up(members: Members, folder: Path, stopper: GracefulStop,
             continue
         log.info("resume: seed %d is at step %s, the batch at %s: it catches up alone first",
                  seed, f"{steps[seed]:,}", f"{top:,}")
-        runner = Runner(cfg, RunDir(folder).seed(seed).root, resume_from=payload)
-        runner.stop_line, runner.resume_target = False, folder
-        runner.offpath.allowed = False  # a seed of a batch evaluates in the training process
+        # a stop names the batch; a seed of a batch evaluates in the training process
+        runner = Runner(cfg, RunDir(folder).seed(seed).root, resume_from=payload,
+                        stop_line=False, resume_target=folder, background_eval=False)
         runner.stopper.states.append(stopper.state)  # a signal here stops the batch too
         try:
             runner.run_to(top)

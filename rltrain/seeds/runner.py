@@ -35,7 +35,7 @@ from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
 from rltrain.runner.ownership import check_target, run_lock
 from rltrain.runner.resume import say_resumed
 from rltrain.runner.runner import Runner
-from rltrain.runner.setup import resolve_device
+from rltrain.runner.setup import resolve_device, set_once
 from rltrain.seeds.batch import SeedBatch, seed_lines
 from rltrain.seeds.off_policy import run_off_policy_batch
 from rltrain.seeds.on_policy import run_seed_batch
@@ -55,14 +55,15 @@ class SeedRunner:
     def __init__(self, cfg: TrainConfig, run_dir: str | Path,
                  resume_from: dict[int, tuple[TrainConfig, dict[str, Any] | None]] | None = None,
                  complete: dict[int, dict[str, Any]] | None = None,
-                 failed: dict[int, str] | None = None):
+                 failed: dict[int, str] | None = None, *, overrides: list[str] | None = None,
+                 stop_line: bool = True):
         """A new batch of `cfg.num_seeds` seeds from `cfg.seed`; or, with `resume_from`
         (seed -> its run's config and checkpoint payload, None to start it), those seeds where
         they stopped: the ones behind the furthest catch up alone first (`catch_up`).
         `complete` (seed -> final result) and `failed` (seed -> why) are the batch's other
         seeds: counted in its summary, not trained."""
         self.cfg, self.run_dir = cfg, Path(run_dir).absolute()  # as the Runner's (a chdir mid-run)
-        self.overrides: list[str] = []
+        self.overrides = list(overrides or [])
         """A batch started from Python with an override list: those overrides, which each seed's
         `.hydra/` record repeats (`_record_seeds`), so `rltrain report` tells batches apart."""
         members = resume_from or {
@@ -70,7 +71,7 @@ class SeedRunner:
             for k in range(cfg.num_seeds)}
         self.complete, self.failed = dict(complete or {}), dict(failed or {})
         self.resumed = resume_from is not None
-        self.stop_line = True
+        self.stop_line = stop_line
         """Whether a stop says how to resume the batch (a search's trial: the search says)."""
         self.stopper = GracefulStop(LoopState(total_timesteps=cfg.total_timesteps), self.run_dir)
         """The batch's own stop: signals from the first catch-up to the last summary line."""
@@ -103,33 +104,36 @@ class SeedRunner:
             member_cfg, payload = members[seed]
             member_cfg = dataclasses.replace(member_cfg,
                                              progress=self.cfg.progress if k == 0 else "off")
-            with seed_lines(seed):
+            with seed_lines(seed):  # resume and setup lines: said once for the batch (below,
+                # in run()); a stop's line too, `resume=<batch>`; no evaluator process per seed
                 self.runners.append(Runner(
                     member_cfg, RunDir(self.run_dir).seed(seed).root, resume_from=payload,
                     rows=None if self.shared is None else self.shared.view(k),
-                    resume_line=False))  # said once for the batch, below
-            self.runners[-1].setup_lines = False  # the same for every seed: said once, in run()
-            self.runners[-1].offpath.allowed = False  # (not one evaluator process per seed)
-            self.runners[-1].stop_line = False  # one line for the batch: `resume=<batch>`
-            self.runners[-1].resume_target = self.run_dir
+                    resume_line=False, setup_lines=False, stop_line=False,
+                    resume_target=self.run_dir, background_eval=False))
             streams.capture()  # the random state seed `seed`'s own run is at, here
         self.streams = streams
         restored = {r.cfg.seed: r.restored for r in self.runners if r.restored is not None}
         if restored:
             say_resumed(self.cfg.env.id, restored, batch=True)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Any attribute, but the constructor's `overrides` and `stop_line` only once."""
+        set_once(self, name, value, ("overrides", "stop_line"))
+
     @classmethod
     def resumed(cls, folder: Path, run_dir: Path,
-                config_of: Callable[[dict[str, Any]], TrainConfig]) -> SeedRunner:
+                config_of: Callable[[dict[str, Any]], TrainConfig], *,
+                stop_line: bool = True) -> SeedRunner:
         """The batch in `folder` continued into `run_dir`, every seed from where it is
         (`seeds/resume.py`; `config_of(saved config dict)`: the config a seed's resume trains
-        with, its overrides checked)."""
+        with, its overrides checked; `stop_line` as `SeedRunner`'s)."""
         state = read_batch(folder, config_of)
         log.info("resuming the batch in %s: seeds %s", folder, ", ".join(map(str, state.members)))
         first = next(iter(state.members.values()))[0]
         count = len(state.members) + len(state.complete) + len(state.failed)
         return cls(dataclasses.replace(first, num_seeds=count), run_dir, state.members,
-                   state.complete, state.failed)
+                   state.complete, state.failed, stop_line=stop_line)
 
     @property
     def all_seeds(self) -> list[int]:

@@ -169,9 +169,7 @@ def fake_evals(background_setting: str = "true", freq: int = 256, ranks: int = 1
     cfg = SimpleNamespace(eval=SimpleNamespace(background=background_setting, freq=freq))
     runner = SimpleNamespace(cfg=cfg, collective=SimpleNamespace(world=SimpleNamespace(size=ranks)),
                              stopper=SimpleNamespace(requested=lambda: stopping))
-    evals = offpath.OffPathEvals(runner, rebuildable)
-    evals.allowed = allowed
-    return evals
+    return offpath.OffPathEvals(runner, rebuildable, allowed)
 
 
 @pytest.mark.parametrize("stopping, said", [(False, True), (True, False)])

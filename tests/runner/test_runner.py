@@ -12,7 +12,7 @@ from rltrain.algos.ppo import PPO
 from rltrain.checkpoint import format as checkpoint
 from rltrain.errors import UserError
 from rltrain.runner.callbacks import EVENTS, Callbacks, LoopState
-from rltrain.runner.runner import Runner
+from rltrain.runner.runner import CONSTRUCTOR_FLAGS, Runner
 
 ORDER = ["pre_iteration", "pre_rollout", "post_rollout", "pre_update", "post_update",
          "post_iteration"]
@@ -72,6 +72,24 @@ def test_unknown_callback_event_is_a_user_error_naming_the_events(tmp_path, tiny
             Runner(tiny_cfg(), tmp_path, callbacks={"post_step": [print]})
         else:
             Runner(tiny_cfg(), tmp_path).add_callback("post_step", print)
+
+
+def test_a_runner_is_configured_by_its_constructor_never_after(tmp_path, tiny_cfg):
+    # a seed batch built its members, then flipped their flags; now it passes them, once
+    plain = Runner(tiny_cfg(), tmp_path / "plain")
+    assert (plain.setup_lines, plain.stop_line, plain.resume_target, plain.offpath.allowed) \
+        == (True, True, tmp_path / "plain", True)
+    member = Runner(tiny_cfg(), tmp_path / "batch" / "seed_0", setup_lines=False,
+                    stop_line=False, resume_target=tmp_path / "batch", background_eval=False)
+    assert (member.setup_lines, member.stop_line, member.resume_target, member.offpath.allowed) \
+        == (False, False, tmp_path / "batch", False)
+    assert set(CONSTRUCTOR_FLAGS) == {"setup_lines", "stop_line", "resume_target"}
+    for name in CONSTRUCTOR_FLAGS:
+        with pytest.raises(AttributeError, match=rf"Runner\.{name} is set once, by Runner\("):
+            setattr(member, name, getattr(plain, name))
+    assert member.stop_line is False and member.resume_target == tmp_path / "batch"
+    member.started = True  # what the run itself changes is still its own
+    assert member.started
 
 
 def test_algorithm_built_in_python_is_the_one_trained(tmp_path, tiny_cfg):

@@ -73,6 +73,24 @@ def _batch(tmp_path, *extra: str) -> SeedRunner:
     return SeedRunner(cfg, tmp_path / "batch")
 
 
+def test_a_batch_passes_its_members_flags_to_their_constructors(tmp_path):
+    batch = SeedRunner(compose_train_config([*SMALL, "num_seeds=2", "logger=none"]),
+                       tmp_path / "batch", overrides=["num_seeds=2"], stop_line=False)
+    try:
+        assert (batch.overrides, batch.stop_line) == (["num_seeds=2"], False)
+        for member in batch.runners:  # the batch says these lines once; no evaluator per seed
+            assert (member.setup_lines, member.stop_line, member.offpath.allowed) == (
+                False, False, False)
+            assert member.resume_target == tmp_path / "batch" != member.run_dir
+        for name, value in (("overrides", []), ("stop_line", True)):
+            with pytest.raises(AttributeError, match=f"SeedRunner.{name} is set once"):
+                setattr(batch, name, value)
+        with pytest.raises(AttributeError, match="Runner.stop_line is set once"):
+            batch.runners[0].stop_line = True
+    finally:
+        batch.close()
+
+
 def test_a_diverging_seed_stops_alone(tmp_path, caplog):
     """Seed 1's weights turn NaN after its 3rd update: it stops with its last good checkpoint;
     seeds 0 and 2 train to the end; the summary and the console say which seed stopped."""
