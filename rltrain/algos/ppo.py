@@ -102,12 +102,12 @@ class PPO:
                      for (idx, seq), m in zip(minibatches, moments, strict=True)]
             rows += epoch
             if cfg.target_kl is not None:  # one host sync per epoch, only when early stopping
-                kl = torch.stack(epoch)[:, _KL].mean()
+                kl = torch.stack(epoch)[:, KL_INDEX].mean()
                 kl = self.collective.mean(kl).item()  # every rank takes the same decision
                 if kl_stops(kl, cfg.target_kl):
                     break
         # one host sync per update: the minibatch metrics stay on the device until here
-        metrics = dict(zip(_METRICS, torch.stack(rows).mean(0).tolist(), strict=True))
+        metrics = dict(zip(MINIBATCH_METRICS, torch.stack(rows).mean(0).tolist(), strict=True))
         metrics["train/explained_variance"] = explained_variance(batch.values, batch.returns)
         metrics["train/learning_rate"] = lr
         metrics["train/n_updates"] = float(len(rows))
@@ -119,7 +119,7 @@ class PPO:
                         seq: SequenceBatch | None = None,
                         moments: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """One gradient step on the rows `idx` (recurrent: the rows of the sequences `seq`);
-        returns the `_METRICS` values as one tensor."""
+        returns the `MINIBATCH_METRICS` values as one tensor."""
         obs, actions = obs_ops.take(batch.obs, idx), batch.actions[idx]
         old_log_prob, old_values = batch.log_probs[idx], batch.values[idx]
         adv, returns = batch.advantages[idx], batch.returns[idx]
@@ -180,11 +180,11 @@ class PPO:
             self.rnn_state = saved.to(self.device, self.rnn_state.dtype)
 
 
-_METRICS = ("train/policy_loss", "train/value_loss", "train/entropy_loss", "train/approx_kl",
-            "train/clip_fraction", "train/grad_norm", "train/loss")
+MINIBATCH_METRICS = ("train/policy_loss", "train/value_loss", "train/entropy_loss",
+                     "train/approx_kl", "train/clip_fraction", "train/grad_norm", "train/loss")
 """The per-minibatch metrics, in the order `PPO._minibatch_step` returns them: `ppo_loss`'s
 parts, the gradient norm, the loss."""
-_KL = _METRICS.index("train/approx_kl")
+KL_INDEX = MINIBATCH_METRICS.index("train/approx_kl")
 
 
 # ---- PPO's math, written once: over the last dimension, so a minibatch `[B]` gives scalars

@@ -20,6 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rltrain.config.hydra_texts import GROUP_NOT_STRING, NOT_OPTIONAL
 from rltrain.config.overrides import (
     check_composed,
     compose_checked,
@@ -114,10 +115,10 @@ def _null_refused(exc: BaseException, keys: list[str]) -> str | None:
     """Which of the `key=null` overrides `keys` Hydra refused in `exc`, if that was the error."""
     while exc.__cause__ or exc.__context__:
         exc = exc.__cause__ or exc.__context__  # Hydra's message is on the innermost
-    field = re.search(r"field '([^']+)' is not Optional", str(exc))
+    field = NOT_OPTIONAL.search(str(exc))
     if field is not None:  # a string field: other types say what they expect already
         return field.group(1) if field.group(1) in keys and field_type(exc) == "str" else None
-    if "Config group override must be a string" in str(exc):  # `env=null`
+    if GROUP_NOT_STRING in str(exc):  # `env=null`
         return next((k for k in keys if "." not in k), None)
     return None
 

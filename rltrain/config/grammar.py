@@ -7,17 +7,17 @@ among others); anything else, `é` in `hydra.run.dir=/tmp/résumé` included, st
 
 from __future__ import annotations
 
-_LEXER = "LexerNoViableAltException: "
+from rltrain.config.hydra_texts import LEXER
 
 
 def grammar_refusal(exc: BaseException) -> str | None:
     """One line for an override Hydra's lexer stopped at: the character, and the override as a
     shell passes it quoted (`'hydra.run.dir="/tmp/résumé"'`); None for any other error."""
     lines = str(exc).splitlines()
-    if len(lines) < 2 or not lines[0].startswith(_LEXER) or "^" not in lines[1]:
+    if len(lines) < 2 or not lines[0].startswith(LEXER) or "^" not in lines[1]:
         return None
-    text = lines[0][len(_LEXER):]
-    at = lines[1].index("^") - len(_LEXER)  # Hydra's caret, under the first unread character
+    text = lines[0][len(LEXER):]
+    at = lines[1].index("^") - len(LEXER)  # Hydra's caret, under the first unread character
     key, _, value = text.partition("=")
     if not 0 <= at < len(text) or at <= len(key) or value[:1] in ("'", '"'):
         return f"cannot parse {text}: see https://hydra.cc/docs/advanced/override_grammar/basic"

@@ -10,7 +10,6 @@ import dataclasses
 import difflib
 import math
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
+from rltrain.config import hydra_texts as texts
 from rltrain.config import schema as config
 from rltrain.config.grammar import grammar_refusal
 from rltrain.config.registry import ALGOS
@@ -232,11 +232,11 @@ def _explain_command(exc: BaseException, config_name: str) -> str:
     if schema is not None:
         fields = ", ".join(f.name for f in dataclasses.fields(getattr(config, schema)))
         text = str(exc)
-        m = re.search(r"Could not override '([^']+)'\. No match in the defaults list", text)
+        m = texts.NO_DEFAULT.search(text)
         if m is not None:
             return (f"unknown field {m.group(1)!r} (algorithm and env come from the "
                     f"checkpoint): valid fields: {fields}")
-        m = re.search(r"Error parsing override '([^'=]+)'", text)
+        m = texts.NOT_KEY_VALUE.search(text)
         if m is not None:
             word = m.group(1)
             if "/" in word or os.sep in word or Path(word).exists():  # a checkpoint or run folder
@@ -252,15 +252,15 @@ def explain(exc: BaseException) -> str:
         if (unread := grammar_refusal(cause)) is not None:  # `ckpt=/tmp/été` of `rltrain eval`
             return unread
     for cause in _chain(exc):
-        m = re.search(r"Key '([^']+)' not in '(\w+)'", str(cause))
+        m = texts.UNKNOWN_KEY.search(str(cause))
         if m is not None:
             return _unknown_field(text, m.group(1), cause)
-    m = re.search(r"Could not find '([^']+)'", text)
+    m = texts.MISSING_OPTION.search(text)
     if m is not None:
         group, _, option = m.group(1).rpartition("/")
         if group.startswith("env/"):  # env=ALE/Pongg-v5: an id with `/`, not a nested group
             group, option = "env", m.group(1)[len("env/"):]
-        options = re.findall(r"^\t(\S+)$", text, flags=re.M)
+        options = texts.OPTION_LINE.findall(text)
         options = [o for o in options if not o.endswith("_schema")]
         if group == "env":
             # start-up: gymnasium only to explain an unknown env id
@@ -273,7 +273,7 @@ def explain(exc: BaseException) -> str:
         return f"unknown {group or 'config'} {option!r}: {closest(option, options)}"
     # Hydra's own message is only "Error merging override ..."; the conversion error is a cause.
     for cause in _chain(exc):
-        m = re.search(r"field '([^']+)' is not Optional", str(cause))
+        m = texts.NOT_OPTIONAL.search(str(cause))
         if m is not None:  # `key=null` for a field that always holds a value
             return f"{m.group(1)}=null: expected {_shape(field_type(cause))}, got null"
         found = _conversion_error(str(cause))
@@ -282,12 +282,11 @@ def explain(exc: BaseException) -> str:
             key = _full_key(exc)
             where = f"{key}=" if key else ""
             return f"{where}{value}: expected {expected.lower()}, got {got}"
-    m = re.search(r"Could not override '([^']+)'\.\s+To append to your config use (\S+)", text)
+    m = texts.APPEND.search(text)
     if m is not None:  # a new key of a free-form dict such as env.kwargs
         return f"{m.group(1)} is not set yet: add it with a leading +, as `{m.group(2)}`"
     for cause in _chain(exc):
-        m = re.search(r"Invalid (?:type|value) assigned: (\w+) is not (?:a subclass of |an? )?(\w+)",
-                      str(cause))
+        m = texts.INVALID_TYPE.search(str(cause))
         if m is not None:
             return f"{_full_key(exc) or 'override'}: expected {_shape(m.group(2))}, got {m.group(1)}"
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
@@ -295,10 +294,10 @@ def explain(exc: BaseException) -> str:
 
 def _conversion_error(text: str) -> tuple[str, str, str] | None:
     """(value, its type, the expected type) of an OmegaConf conversion error, else None."""
-    m = re.search(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", text)
+    m = texts.NOT_CONVERTED.search(text)
     if m is not None:
         return m.group(1), m.group(2), m.group(3)
-    m = re.search(r"Value '(.*)' is not a valid (\w+) \(type (\w+)\)", text)  # bools say this
+    m = texts.NOT_VALID.search(text)  # bools say this
     return (m.group(1), m.group(3), m.group(2)) if m is not None else None
 
 
@@ -329,13 +328,13 @@ def _chain(exc: BaseException | None):
 
 def _full_key(exc: BaseException) -> str:
     for cause in _chain(exc):
-        m = re.search(r"full_key: (\S+)", str(cause))
+        m = texts.FULL_KEY.search(str(cause))
         if m is not None:
             return m.group(1)
         key = getattr(cause, "full_key", None)
         if key:
             return str(key)
-    m = re.search(r"Could not override '([^']+)'", str(exc))
+    m = texts.OVERRIDE.search(str(exc))
     return m.group(1) if m else ""
 
 

@@ -30,7 +30,7 @@ from rltrain.envs.engines.envpool import make_envpool
 from rltrain.envs.frame_stack import VectorFrameStack
 from rltrain.envs.native import make_native
 from rltrain.envs.normalize import NormalizeObs, ScaleReward, normalized_entries
-from rltrain.envs.rows import GymRowView, SharedRows
+from rltrain.envs.rows import GymRowView, SharedRows, row_engine
 from rltrain.envs.snapshot import capture_problem as gym_problem
 from rltrain.envs.snapshot import has_protocol, restore, snapshot
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
@@ -42,7 +42,7 @@ if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
 
-def _make_one(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
+def make_one_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     """One gymnasium env of `cfg`, time limit and `env.wrappers` applied."""
     source = resolve_env_id(cfg.id, cfg.imports)
     if source.batched:
@@ -90,7 +90,7 @@ def _make_vec(cfg: EnvConfig, device: torch.device | str, n: int) -> VecEnv:
 
 def _gym_vector(cfg: EnvConfig, n: int) -> gym.vector.VectorEnv:
     """`n` gymnasium envs of `cfg` in one vector env (SAME_STEP autoreset)."""
-    fns = [partial(_make_one, cfg) for _ in range(n)]
+    fns = [partial(make_one_env, cfg) for _ in range(n)]
     vec_cls = AsyncVectorEnv if cfg.vectorization == "async" else SyncVectorEnv
     return vec_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
 
@@ -108,7 +108,7 @@ def shared_rows(cfg: EnvConfig, seeds: list[int], device: torch.device) -> Share
     if engine.backend == "envpool":
         venv = make_envpool(cfg, rows)
     elif cfg.vectorization == "sync" and not preprocessing(cfg):
-        venv = _gym_vector(cfg, rows)
+        venv = row_engine(partial(make_one_env, cfg), rows)
     else:
         return None
     env = GymVecEnv(venv, device, name=cfg.id)
@@ -264,14 +264,14 @@ def resume_state(env: VecEnv) -> dict:
         return out
     for layer in _wrappers(env):
         if isinstance(layer, ScaleReward):
-            out["running_return"] = layer._ret.cpu().clone()
+            out["running_return"] = layer.running_return.cpu().clone()
     base = _wrappers(env)[-1]
     if isinstance(base, GYM_ROWS):
-        out["episode_return"] = torch.from_numpy(base._ep_return.copy())
-        out["episode_length"] = torch.from_numpy(base._ep_length.copy())
+        out["episode_return"] = torch.from_numpy(base.episode_return.copy())
+        out["episode_length"] = torch.from_numpy(base.episode_length.copy())
         out["sim"] = snapshot(base.venv)
-        if base._info_mask is not None:  # the info["action_mask"] of the current observations:
-            out["info_mask"] = base._info_mask.cpu().clone()  # no env call gives it back
+        if base.info_mask is not None:  # the info["action_mask"] of the current observations:
+            out["info_mask"] = base.info_mask.cpu().clone()  # no env call gives it back
     else:
         out["native"] = base.sim_state()
     return out
@@ -293,7 +293,7 @@ def load_resume_state(env: VecEnv, state: dict) -> Resumed:
         return Resumed(False, "the checkpoint holds no complete episode state for these envs")
     mask = state.get("info_mask")
     if mask is not None and (not isinstance(base, GYM_ROWS) or tuple(mask.shape) != (
-            n, sum(base._mask_segments))):
+            n, sum(base.mask_segments))):
         return Resumed(False, "the saved action masks do not fit these envs")
     if isinstance(base, GYM_ROWS):
         problem = restore(base.venv, state.get("sim"))
@@ -302,12 +302,12 @@ def load_resume_state(env: VecEnv, state: dict) -> Resumed:
     if problem is not None:
         return Resumed(False, problem)
     if scale is not None:
-        scale._ret.copy_(saved["running_return"].to(scale._ret.device))
+        scale.running_return.copy_(saved["running_return"].to(scale.device))
     if isinstance(base, GYM_ROWS):
-        base._ep_return[:] = saved["episode_return"].numpy()
-        base._ep_length[:] = saved["episode_length"].numpy()
+        base.episode_return[:] = saved["episode_return"].numpy()
+        base.episode_length[:] = saved["episode_length"].numpy()
         if mask is not None:
-            base._info_mask = mask.to(base.device, torch.bool)
+            base.set_info_mask(mask)
     return Resumed(True)
 
 

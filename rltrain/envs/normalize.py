@@ -212,10 +212,11 @@ class ScaleReward:
         self.env, self.gamma, self.training = env, gamma, training
         self.spec, self.device = env.spec, env.device
         self.rms = RunningMeanStd((), env.device)
-        self._ret = torch.zeros(env.spec.num_envs, dtype=torch.float64, device=env.device)
+        # each row's discounted return so far: public, a resume saves and restores it (envs/make.py)
+        self.running_return = torch.zeros(env.spec.num_envs, dtype=torch.float64, device=env.device)
 
     def reset(self, seed: int | None = None) -> torch.Tensor:
-        self._ret.zero_()
+        self.running_return.zero_()
         return self.env.reset(seed)
 
     def step(self, action: torch.Tensor) -> StepResult:
@@ -223,19 +224,19 @@ class ScaleReward:
         if in_numpy(res.reward, (torch.float32,)):  # the same ops in numpy (see the module)
             return self._step_numpy(res)
         if self.training:
-            self._ret.mul_(self.gamma).add_(res.reward)
-            self.rms.update(self._ret)
-            self._ret.masked_fill_(res.terminated | res.truncated, 0.0)
+            self.running_return.mul_(self.gamma).add_(res.reward)
+            self.rms.update(self.running_return)
+            self.running_return.masked_fill_(res.terminated | res.truncated, 0.0)
         res.reward = (res.reward * torch.rsqrt(self.rms.var + 1e-8)).to(torch.float32)
         return res
 
     def _step_numpy(self, res: StepResult) -> StepResult:
         reward = res.reward.numpy()
         if self.training:
-            ret = self._ret.numpy()  # shares memory with `_ret`
+            ret = self.running_return.numpy()  # shares memory with `running_return`
             ret *= self.gamma
             ret += reward
-            self.rms.update(self._ret)
+            self.rms.update(self.running_return)
             ret[res.terminated.numpy() | res.truncated.numpy()] = 0.0
         scale = np.float32(1.0 / np.sqrt(float(self.rms.var) + 1e-8))  # torch: a float32 product
         res.reward = torch.from_numpy(reward * scale)

@@ -4,18 +4,21 @@ rows (seed k's env i is row k*N + i, seeded `seed_k + i` as seed k's own env wou
 (normalizers, frame stack). The batch steps every seed at once (`step`, one engine call), then
 each seed's wrapper stack steps its view, which hands out that seed's rows of the result.
 `envs/make.py`'s `shared_rows` builds one where a seed's own run would step EnvPool or
-gymnasium's `SyncVectorEnv`.
+gymnasium's `SyncVectorEnv` (then `row_engine`: each row's env under a `RowTag`, so an env
+fault names its seed).
 
 Rows are independent and seeded per row, so a seed's rows get the transitions its own engine
 would give (tests/envs/test_engines.py, tests/envs/test_rows.py). A C++ engine's state is never
 saved (a resume restarts episodes). A gymnasium engine's view (`GymRowView`) shows its rows as
-`GymVecEnv`'s resume state reads them (episode sums, action masks, the sub-envs), so a seed's
-checkpoint is the one its single run writes, and resumes exactly where that one would.
+`GymVecEnv`'s resume state reads them (episode sums, action masks, the sub-envs), through
+`GymVecEnv`'s public per-row state, so a seed's checkpoint is the one its single run writes,
+and resumes exactly where that one would.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -75,8 +78,9 @@ class SharedRows:
 
     def seed_of_fault(self, exc: BaseException) -> int | None:
         """The seed whose row raised `exc` (an env fault in `step` or a reset), where the engine
-        says which row it was stepping (gymnasium's `SyncVectorEnv`); None otherwise."""
-        row = _faulty_row(exc)
+        tags its rows (`row_engine`); None otherwise."""
+        row = next((getattr(e, ROW_ATTR) for e in (exc, exc.__cause__) if hasattr(e, ROW_ATTR)),
+                   None)
         return None if row is None or not 0 <= row < self.total else self.seeds[row // self.n]
 
     def take(self, k: int) -> StepResult:
@@ -115,18 +119,39 @@ class SharedRows:
         self.env.close()
 
 
-def _faulty_row(exc: BaseException) -> int | None:
-    """The index `i` of the sub-env that `SyncVectorEnv` was stepping or resetting when the
-    exception behind `exc` (its cause, for an `EnvError`) was raised; None when no such frame is
-    in its traceback."""
-    cause = exc.__cause__ or exc
-    tb = cause.__traceback__
-    while tb is not None:
-        local = tb.tb_frame.f_locals
-        if isinstance(local.get("self"), gym.vector.SyncVectorEnv) and type(local.get("i")) is int:
-            return local["i"]
-        tb = tb.tb_next
-    return None
+ROW_ATTR = "rltrain_row"
+"""The attribute a `RowTag` sets on an exception its env raised: the row it came from."""
+
+
+class RowTag(gym.Wrapper):
+    """Row `row` of a shared gymnasium engine: an exception its env raises in `step` or `reset`
+    carries the row (`ROW_ATTR`), so a fault names its seed. Seeds' views hold the env under it,
+    so their resume state is their single runs' (`SeedEnvs`)."""
+
+    def __init__(self, env: gym.Env, row: int):
+        super().__init__(env)
+        self.row = row
+
+    def step(self, action: Any) -> tuple:
+        try:
+            return self.env.step(action)
+        except Exception as exc:
+            setattr(exc, ROW_ATTR, self.row)
+            raise
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        try:
+            return self.env.reset(seed=seed, options=options)
+        except Exception as exc:
+            setattr(exc, ROW_ATTR, self.row)
+            raise
+
+
+def row_engine(make_one: Callable[[], gym.Env], rows: int) -> gym.vector.SyncVectorEnv:
+    """The shared gymnasium engine: `rows` envs of `make_one` (SAME_STEP autoreset, as a
+    single run's), each under its `RowTag`."""
+    fns = [(lambda row=i: RowTag(make_one(), row)) for i in range(rows)]
+    return gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
 class RowView:
@@ -152,46 +177,61 @@ class RowView:
 
 
 
-class _SeedEnvs(gym.vector.SyncVectorEnv):
-    """Seed k's sub-envs of a shared `SyncVectorEnv`, as the vector env that `envs/snapshot.py`
-    captures and restores: the same envs and the same rows of `_autoreset_envs` (nothing is
-    built, nothing closed here: the batch closes the shared engine)."""
+def autoreset_flags(venv: gym.vector.SyncVectorEnv) -> np.ndarray:
+    """`venv`'s per-row autoreset flags, the array itself. gymnasium (1.4) keeps them in the
+    private `_autoreset_envs` with no public name, and `envs/snapshot.py` saves them, so a
+    seed's envs show their rows of them: rltrain's one reach into a gymnasium private field
+    (tests/envs/test_rows.py fails if gymnasium renames it or changes what it holds)."""
+    return venv._autoreset_envs
 
-    def __init__(self, venv: gym.vector.SyncVectorEnv, rows: slice):  # (no super().__init__)
-        self._venv, self._rows = venv, rows
-        self.envs, self.closed = venv.envs[rows], True
+
+class SeedEnvs(gym.vector.SyncVectorEnv):
+    """Seed k's sub-envs of a shared engine (`rows` of `engine`, each under its `RowTag`) as the
+    vector env that `envs/snapshot.py` captures and restores: the same envs, and their rows of
+    the engine's autoreset flags. Nothing is built here, and nothing closed (the batch closes
+    the shared engine)."""
+
+    _engine: gym.vector.SyncVectorEnv | None = None
+
+    def __init__(self, engine: gym.vector.SyncVectorEnv, rows: slice):
+        envs = [e.env if isinstance(e, RowTag) else e for e in engine.envs[rows]]
+        super().__init__([(lambda env=env: env) for env in envs], copy=engine.copy,
+                         observation_mode=engine.observation_mode,
+                         autoreset_mode=engine.autoreset_mode)
+        self._engine, self._rows = engine, rows
 
     @property
     def _autoreset_envs(self) -> np.ndarray:
-        return self._venv._autoreset_envs[self._rows]
+        return autoreset_flags(self._engine)[self._rows]
 
     @_autoreset_envs.setter
     def _autoreset_envs(self, value: np.ndarray) -> None:
-        self._venv._autoreset_envs[self._rows] = value
+        if self._engine is not None:  # `SyncVectorEnv.__init__` clears flags: the rows keep theirs
+            autoreset_flags(self._engine)[self._rows] = value
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """The batch closes the shared engine (`SharedRows.close`), not one seed."""
 
 
 class GymRowView(RowView):
-    """Seed k's rows of a shared gymnasium engine, also showing them as `GymVecEnv` shows its
-    resume state (`envs/make.py`): the episode sums (numpy views of the engine's, written in
-    place), the action masks of the current observations and the sub-envs (`venv`)."""
+    """Seed k's rows of a shared gymnasium engine, with the per-row state `GymVecEnv` shows a
+    resume (`envs/make.py`): `episode_return` and `episode_length` (numpy views of the
+    engine's, written in place), `info_mask` (`set_info_mask`), `mask_segments` and the
+    sub-envs (`venv`)."""
 
     def __init__(self, shared: SharedRows, k: int):
         super().__init__(shared, k)
-        base, rows = shared.env, shared._slice(k)
-        self._rows = rows
-        self.venv = _SeedEnvs(base.venv, rows)
-        self._ep_return, self._ep_length = base._ep_return[rows], base._ep_length[rows]
-        self._mask_segments = base._mask_segments
+        base, self._rows = shared.env, shared._slice(k)
+        self.venv = SeedEnvs(base.venv, self._rows)
+        self.episode_return = base.episode_return[self._rows]
+        self.episode_length = base.episode_length[self._rows]
+        self.mask_segments = base.mask_segments
 
     @property
-    def _info_mask(self) -> torch.Tensor | None:
-        mask = self.shared.env._info_mask
+    def info_mask(self) -> torch.Tensor | None:
+        mask = self.shared.env.info_mask
         return None if mask is None else mask[self._rows]
 
-    @_info_mask.setter
-    def _info_mask(self, value: torch.Tensor) -> None:
-        base = self.shared.env
-        if base._info_mask is None:  # every action valid on the other seeds' rows
-            base._info_mask = torch.ones((self.shared.total, value.shape[1]), dtype=torch.bool,
-                                         device=value.device)
-        base._info_mask[self._rows] = value
+    def set_info_mask(self, mask: torch.Tensor) -> None:
+        """Restore these rows' info action masks (the other seeds' rows keep theirs)."""
+        self.shared.env.set_info_mask(mask, self._rows)

@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rltrain.envs.action_space import action_nvec, describe_action_space
 from rltrain.envs.extras import vector_extras
 from rltrain.envs.masks import MASK_KEY, MASKABLE, to_mask
 from rltrain.envs.obs_bounds import BoundsWatch
@@ -52,26 +53,6 @@ class VecEnv(Protocol):
     def close(self) -> None: ...
 
 
-def describe_action_space(space: gym.Space) -> tuple[str, int]:
-    """("discrete", n), ("box", dim), ("multi_discrete", dims) or ("multi_binary", n) for the
-    action spaces rltrain supports (`action_nvec` gives a MultiDiscrete's choices)."""
-    if isinstance(space, gym.spaces.Discrete):
-        return "discrete", int(space.n)
-    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
-        return "box", int(space.shape[0])
-    if isinstance(space, gym.spaces.MultiDiscrete) and len(space.nvec.shape) == 1:
-        return "multi_discrete", len(space.nvec)
-    if isinstance(space, gym.spaces.MultiBinary) and len(np.shape(space.n)) <= 1:
-        return "multi_binary", int(np.prod(space.n))
-    raise UserError(f"unsupported action space {space}: rltrain handles Discrete, 1-D Box, "
-                    f"1-D MultiDiscrete and 1-D MultiBinary actions")
-
-
-def action_nvec(space: gym.Space) -> tuple[int, ...]:
-    """The choices per dimension of a MultiDiscrete action space; () for any other."""
-    return tuple(int(n) for n in space.nvec) if isinstance(space, gym.spaces.MultiDiscrete) else ()
-
-
 def _has_method(venv: gym.vector.VectorEnv, name: str) -> bool:
     """True when every sub-env has a method `name`, through its wrappers (asked without calling
     it: a sync env's first env is looked at; async workers answer `has_wrapper_attr`)."""
@@ -92,6 +73,12 @@ class GymVecEnv:
     Raw episode returns and lengths are tracked here, before any reward scaling, and reported in
     `info["episode"]` for the rows that ended. The envs' `reward_components` and `log` infos,
     and the top-level info keys named in `log_keys`, are forwarded (see `envs/extras.py`).
+
+    Per-row state that a resume saves and restores (`envs/make.py`) and that a seed's rows of a
+    shared engine show as their own (`envs/rows.py`) is public: `episode_return` and
+    `episode_length` (numpy `[N]`, written in place), `info_mask` (the `info["action_mask"]` of
+    the current observations, None until an env gives one; `set_info_mask` restores rows of it),
+    `mask_segments` (one mask width per action dimension) and `leaves` (the observation entries).
     """
 
     log_keys: tuple[str, ...] = ()
@@ -111,29 +98,29 @@ class GymVecEnv:
         obs_space = venv.single_observation_space
         kind, dim = describe_action_space(venv.single_action_space)
         nvec = action_nvec(venv.single_action_space)
-        self._leaves = leaves(obs_space)
-        self._bounds = BoundsWatch(self._leaves, name)  # warns of a wrong Box space, once
+        self.leaves = leaves(obs_space)
+        self._bounds = BoundsWatch(self.leaves, name)  # warns of a wrong Box space, once
         self._structured = is_structured(obs_space)
         if self._structured:  # Dict / Tuple: one tensor per entry, in a dict
             self.spec = EnvSpec((), kind, dim, venv.num_envs, action_nvec=nvec,
-                                obs_entries=tuple(leaf.entry for leaf in self._leaves))
+                                obs_entries=tuple(leaf.entry for leaf in self.leaves))
         else:  # Box, or Discrete / MultiDiscrete / MultiBinary: int64 [k] entries
-            entry = self._leaves[0].entry
+            entry = self.leaves[0].entry
             self.spec = EnvSpec(entry.obs_shape, kind, dim, venv.num_envs, entry.pixels,
                                 action_nvec=nvec, obs_nvec=entry.obs_nvec)
         n = venv.num_envs
-        self._ep_return = np.zeros(n, dtype=np.float64)
-        self._ep_length = np.zeros(n, dtype=np.int64)
+        self.episode_return = np.zeros(n, dtype=np.float64)
+        self.episode_length = np.zeros(n, dtype=np.int64)
         # invalid-action masks (Discrete only, see envs/masks.py): a method of the envs, or infos
         # Discrete: one bool per action; MultiDiscrete: the dimensions' masks concatenated
         # (sb3-contrib's convention), each dimension needing one valid choice
-        self._mask_segments = nvec if kind == "multi_discrete" else (dim,)
+        self.mask_segments = nvec if kind == "multi_discrete" else (dim,)
         self._mask_method = kind in MASKABLE and _has_method(venv, "action_masks")
         if kind not in MASKABLE and _has_method(venv, "action_masks"):
             raise UserError(f"env {name} has action_masks(): invalid-action masks work with "
                             f"Discrete and MultiDiscrete actions, not "
                             f"{type(venv.single_action_space).__name__}")
-        self._info_mask: torch.Tensor | None = None
+        self.info_mask: torch.Tensor | None = None
         if kind == "box":
             low = venv.single_action_space.low.astype(np.float64)
             high = venv.single_action_space.high.astype(np.float64)
@@ -146,9 +133,9 @@ class GymVecEnv:
         tensor, or a dict of them for Dict / Tuple spaces."""
         n, device = self.spec.num_envs, self.device
         tensors = [leaf.tensor(a, n, device, self.name)
-                   for leaf, a in zip(self._leaves, arrays, strict=True)]
+                   for leaf, a in zip(self.leaves, arrays, strict=True)]
         if self._structured:
-            return {leaf.key: t for leaf, t in zip(self._leaves, tensors, strict=True)}
+            return {leaf.key: t for leaf, t in zip(self.leaves, tensors, strict=True)}
         return tensors[0]
 
     def _final_arrays(self, arrays: list[np.ndarray], info: dict[str, Any]) -> list[np.ndarray]:
@@ -156,7 +143,7 @@ class GymVecEnv:
         reset observation (SAME_STEP autoreset keeps those in `info["final_obs"]`)."""
         out = [np.array(a, copy=True) for a in arrays]
         for i in np.flatnonzero(info["_final_obs"]):
-            for leaf, a in zip(self._leaves, out, strict=True):
+            for leaf, a in zip(self.leaves, out, strict=True):
                 a[i] = leaf.pick(info["final_obs"][i])
         return out
 
@@ -184,13 +171,13 @@ class GymVecEnv:
             raise
         except Exception as exc:  # the user's env code: one line naming it (see EnvError)
             raise self._fault("reset", exc) from exc
-        arrays = [leaf.pick(obs) for leaf in self._leaves]
+        arrays = [leaf.pick(obs) for leaf in self.leaves]
         self._check_finite(arrays, np.zeros(1))
         self._bounds.reset(arrays)
-        self._ep_return[:] = 0.0
-        self._ep_length[:] = 0
+        self.episode_return[:] = 0.0
+        self.episode_length[:] = 0
         self.reset_info = self._env_info(info)
-        self._info_mask = self._mask_from_info(info, None)
+        self.info_mask = self._mask_from_info(info, None)
         return self._obs(arrays)
 
     def step(self, action: torch.Tensor) -> StepResult:
@@ -201,26 +188,26 @@ class GymVecEnv:
             raise
         except Exception as exc:  # the user's env code: one line naming it (see EnvError)
             raise self._fault("step", exc) from exc
-        arrays = [leaf.pick(obs) for leaf in self._leaves]
+        arrays = [leaf.pick(obs) for leaf in self.leaves]
         self._check_finite(arrays, reward)
         self._bounds.step(arrays)
-        self._info_mask = self._mask_from_info(info, self._info_mask)
+        self.info_mask = self._mask_from_info(info, self.info_mask)
         out_info: dict[str, Any] = vector_extras(info, self.log_keys)
         if self.info_keys:
             out_info["env_info"] = self._env_info(info)
-        self._ep_return += reward
-        self._ep_length += 1
+        self.episode_return += reward
+        self.episode_length += 1
         done = terminated | truncated
         if done.any():
             out_info["episode"] = {
                 "index": np.flatnonzero(done),
-                "return": self._ep_return[done].copy(),
-                "length": self._ep_length[done].copy(),
+                "return": self.episode_return[done].copy(),
+                "length": self.episode_length[done].copy(),
                 "terminated": int(terminated.sum()),
                 "truncated": int((truncated & ~terminated).sum()),
             }
-            self._ep_return[done] = 0.0
-            self._ep_length[done] = 0
+            self.episode_return[done] = 0.0
+            self.episode_length[done] = 0
         obs = self._obs(arrays)
         return StepResult(
             obs=obs,
@@ -242,8 +229,15 @@ class GymVecEnv:
             except Exception as exc:  # the user's env code: one line naming it
                 raise self._fault("action_masks", exc) from exc
             return to_mask(np.stack([np.asarray(m) for m in masks]), self.spec.num_envs,
-                           self._mask_segments, self.name, self.device)
-        return self._info_mask
+                           self.mask_segments, self.name, self.device)
+        return self.info_mask
+
+    def set_info_mask(self, mask: torch.Tensor, rows: slice = slice(None)) -> None:
+        """Rows `rows` of `info_mask` (a resume's); every other row keeps its own (all valid)."""
+        full = torch.ones((self.spec.num_envs, sum(self.mask_segments)), dtype=torch.bool,
+                          device=self.device) if self.info_mask is None else self.info_mask.clone()
+        full[rows] = mask.to(self.device, torch.bool)  # a new tensor: a caller may hold the old
+        self.info_mask = full
 
     def _mask_from_info(self, info: dict[str, Any], previous: torch.Tensor | None,
                         ) -> torch.Tensor | None:
@@ -255,7 +249,7 @@ class GymVecEnv:
             raise UserError(f"env {self.name} gives info[{MASK_KEY!r}]: invalid-action masks "
                             f"work with Discrete and MultiDiscrete actions, not "
                             f"{type(self.venv.single_action_space).__name__}")
-        n, k = self.spec.num_envs, self._mask_segments
+        n, k = self.spec.num_envs, self.mask_segments
         values = to_mask(info[MASK_KEY], n, k, self.name, self.device, check_rows=False)
         given = torch.as_tensor(np.asarray(info.get("_" + MASK_KEY, np.ones(n, dtype=bool)),
                                            dtype=bool), device=self.device).reshape(n, 1)
@@ -290,7 +284,7 @@ class GymVecEnv:
             none = ": a reward of None reads as nan" if np.isnan(reward[row]) else ""
             raise EnvError(f"env {self.name} returned a non-finite reward ({reward[row]}, row "
                            f"{row}{none}); the env is at fault, not the learning rate")
-        for leaf, obs in zip(self._leaves, arrays, strict=True):
+        for leaf, obs in zip(self.leaves, arrays, strict=True):
             obs = np.asarray(obs)
             if obs.dtype.kind == "f" and not np.isfinite(obs).all():
                 bad = np.argwhere(~np.isfinite(obs))[0]

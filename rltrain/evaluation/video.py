@@ -32,7 +32,7 @@ from rltrain.envs.atari import preprocessing
 from rltrain.envs.atari_vec import wrap_atari_vec
 from rltrain.envs.check import check_env_id
 from rltrain.envs.config import EnvConfig
-from rltrain.envs.make import _make_one
+from rltrain.envs.make import make_one_env
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
 from rltrain.errors import UserError
@@ -251,7 +251,7 @@ def make_recording_env(cfg: EnvConfig, device: torch.device | str, budgets: list
     check_env_id(cfg.id)
     headless_gl()
     fns = [partial(_recorded, cfg, folder, k, sink, str(i), keep) if k
-           else partial(_make_one, cfg) for i, k in enumerate(budgets)]
+           else partial(make_one_env, cfg) for i, k in enumerate(budgets)]
     venv = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     env: VecEnv = GymVecEnv(venv, device)
     if preprocessing(cfg):
@@ -289,7 +289,7 @@ def _recorded(cfg: EnvConfig, folder: Path, episodes: int, sink: list[EpisodeVid
               tag: str, keep: int | None) -> gym.Env:
     with warnings.catch_warnings():  # gymnasium warns about the mode; the error below is clearer
         warnings.filterwarnings("ignore", ".*is not in the possible render_modes", UserWarning)
-        env = _make_one(cfg, render_mode="rgb_array")
+        env = make_one_env(cfg, render_mode="rgb_array")
     if "rgb_array" not in env.metadata.get("render_modes", []):
         env.close()
         raise UserError(f"env {cfg.id} cannot render RGB frames (render_modes: "

@@ -175,7 +175,7 @@ def observation_space(env: Any, gym_env: GymVecEnv) -> gym.Space:
         return gym.spaces.Dict({
             leaf.key: (gym.spaces.MultiDiscrete(np.array(leaf.entry.obs_nvec))
                        if leaf.entry.obs_nvec else leaf.space)
-            for leaf in gym_env._leaves})
+            for leaf in gym_env.leaves})
     if env.spec.obs_nvec:  # categorical: int64 entries counted from 0, one-hot in the network
         return gym.spaces.MultiDiscrete(np.array(env.spec.obs_nvec))
     space = gym_env.venv.single_observation_space

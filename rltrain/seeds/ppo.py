@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from rltrain.algos.base import explained_variance, normalized, on_policy_lr
-from rltrain.algos.ppo import _KL, _METRICS, kl_stops, ppo_loss
+from rltrain.algos.ppo import KL_INDEX, MINIBATCH_METRICS, kl_stops, ppo_loss
 from rltrain.seeds.actor_critic import SeedActorCritic
 from rltrain.seeds.optim import clip_per_seed
 from rltrain.types import Metrics, RolloutBatch
@@ -30,7 +30,7 @@ class SeedPPO(SeedActorCritic):
         self.optimizer.lr = lr = on_policy_lr(cfg, progress_remaining)
         size = batch.advantages.shape[1]
         active = [True] * seeds  # a seed whose KL stopped its epochs sits out the rest
-        rows: list[torch.Tensor] = []  # [S, len(_METRICS)] per minibatch step
+        rows: list[torch.Tensor] = []  # [S, len(MINIBATCH_METRICS)] per minibatch step
         took: list[list[bool]] = []  # which seeds took each step
         for _ in range(cfg.n_epochs):
             perm = self.streams.randperm(size, active)
@@ -39,7 +39,7 @@ class SeedPPO(SeedActorCritic):
             rows += epoch
             took += [list(active)] * len(epoch)
             if cfg.target_kl is not None:  # one host sync per epoch, only when early stopping
-                kl = torch.stack(epoch)[:, :, _KL].mean(0).tolist()
+                kl = torch.stack(epoch)[:, :, KL_INDEX].mean(0).tolist()
                 active = [on and not kl_stops(k, cfg.target_kl)
                           for on, k in zip(active, kl, strict=True)]
                 if not any(active):
@@ -49,7 +49,7 @@ class SeedPPO(SeedActorCritic):
 
     def _minibatch_step(self, batch: RolloutBatch, idx: torch.Tensor,
                         active: list[bool]) -> torch.Tensor:
-        """One gradient step of every active seed on its rows `idx[k]`; `[S, len(_METRICS)]`."""
+        """Each active seed's gradient step on its rows `idx[k]`; `[S, len(MINIBATCH_METRICS)]`."""
         cfg = self.cfg
         seed_rows = torch.arange(idx.shape[0], device=idx.device).unsqueeze(1)
         obs, actions = batch.obs[seed_rows, idx], batch.actions[seed_rows, idx]
@@ -76,7 +76,7 @@ class SeedPPO(SeedActorCritic):
         stds = self.stds()
         out = []
         for k in range(len(self.members)):
-            metrics = dict(zip(_METRICS, means[k], strict=True))
+            metrics = dict(zip(MINIBATCH_METRICS, means[k], strict=True))
             metrics["train/explained_variance"] = explained_variance(batch.values[k], batch.returns[k])
             metrics["train/learning_rate"] = lr
             metrics["train/n_updates"] = float(counts[k])

@@ -19,7 +19,7 @@ from rltrain.config.validation import check_atari  # noqa: E402
 from rltrain.envs.atari import AtariFrames  # noqa: E402
 from rltrain.envs.atari_vec import FrameStack, preprocessing_line  # noqa: E402
 from rltrain.envs.check import check_env  # noqa: E402
-from rltrain.envs.make import _make_one, capture_problem, make_env, resume_state  # noqa: E402
+from rltrain.envs.make import capture_problem, make_env, make_one_env, resume_state  # noqa: E402
 from rltrain.errors import UserError  # noqa: E402
 from rltrain.types import EnvSpec, StepResult  # noqa: E402
 
@@ -81,15 +81,15 @@ def test_frame_skip_max_pools_the_last_two_frames_and_keeps_uint8():
 
 def test_noop_reset_is_seeded_and_fire_reset_presses_fire():
     cfg = atari("Breakout")
-    one = _make_one(cfg)
+    one = make_one_env(cfg)
     first, _ = one.reset(seed=7)
     frames = {one.reset(seed=s)[1]["episode_frame_number"] for s in range(6)}
     assert len(frames) > 1 and all(4 < f <= 30 + 4 for f in frames)  # 1..30 no-ops, then FIRE x4
     np.testing.assert_array_equal(first, one.reset(seed=7)[0])  # the no-ops follow the seed
-    plain = _make_one(atari("Breakout", noop_max=0, fire_reset=False))
+    plain = make_one_env(atari("Breakout", noop_max=0, fire_reset=False))
     assert plain.reset(seed=0)[1]["episode_frame_number"] == 0
     assert plain.unwrapped._frameskip == 1
-    single = _make_one(atari("Breakout", noop_max=0, fire_reset=False, frame_skip=1))
+    single = make_one_env(atari("Breakout", noop_max=0, fire_reset=False, frame_skip=1))
     single.reset(seed=0)
     assert single.step(0)[4]["episode_frame_number"] == 1
     for env in (one, plain, single):
@@ -100,7 +100,7 @@ def test_fire_is_pressed_after_a_lost_life_within_the_same_step():
     """Breakout serves the next ball only on FIRE: the step that loses a life presses it for
     frame_skip more frames (8 frames in all), other steps take 4; without fire_reset, 4."""
     for fire, extra in ((True, 4), (False, 0)):
-        env = _make_one(atari("Breakout", noop_max=0, fire_reset=fire))
+        env = make_one_env(atari("Breakout", noop_max=0, fire_reset=fire))
         env.reset(seed=0)
         ale, lost = env.unwrapped.ale, 0
         for _ in range(3000):

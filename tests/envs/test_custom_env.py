@@ -17,7 +17,7 @@ import torch
 from rltrain.checkpoint import format as checkpoint
 from rltrain.config.schema import EnvConfig, WrapperConfig
 from rltrain.envs.contract import ContractChecked
-from rltrain.envs.make import _make_one, make_env
+from rltrain.envs.make import make_env, make_one_env
 from rltrain.envs.trust import NamedCode
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
@@ -226,7 +226,7 @@ def test_a_per_env_factory_must_return_a_gymnasium_env():
 
 def test_a_batched_env_cannot_give_one_gymnasium_env_for_video():
     with pytest.raises(UserError, match="is a batched VecEnv"):
-        _make_one(EnvConfig(id=f"{MODULE}:make_vec_corridor"), render_mode="rgb_array")
+        make_one_env(EnvConfig(id=f"{MODULE}:make_vec_corridor"), render_mode="rgb_array")
 
 
 # ---- a native VecEnv of one's own, through the Runner ------------------------------------------

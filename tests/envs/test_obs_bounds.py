@@ -59,7 +59,7 @@ def test_overshoots_within_the_width_of_the_space_do_not_warn(value, caplog):
 def test_after_the_first_steps_one_step_in_every_is_checked(monkeypatch):
     monkeypatch.setattr(obs_bounds, "EVERY_STEP_FOR", 3)
     monkeypatch.setattr(obs_bounds, "EVERY", 5)
-    watch = obs_bounds.BoundsWatch(venv(0.0)._leaves, "off")
+    watch = obs_bounds.BoundsWatch(venv(0.0).leaves, "off")
     checked = []
     monkeypatch.setattr(watch, "_check", lambda arrays: checked.append(watch.steps))
     watch.reset([None])

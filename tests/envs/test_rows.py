@@ -136,22 +136,56 @@ def test_info_action_masks_are_each_seeds_rows_and_resume_with_it():
         assert_same(got, own.step(a))  # the restored envs continue where the others are
 
 
-def test_an_env_fault_names_the_seed_whose_row_raised():
+@pytest.mark.parametrize("fault, message", [("raise_step", "exploded at its step 4"),
+                                            ("raise_reset", "lost its connection")])
+def test_an_env_fault_names_the_seed_whose_row_raised(fault, message):
+    """Seed 7's row 1 raises in its step 4, or in its reset after its first episode (10 steps,
+    SAME_STEP: inside the engine's step); the other rows behave."""
     from rltrain.errors import EnvError
 
     cfg = EnvConfig(id="tests.envs.faulty_envs:make_faulty", num_envs=2,
                     imports=["tests.envs.faulty_envs"],
-                    kwargs={"fault": "raise_step", "at": 3, "only_seed": 8})  # seed 7's row 1
+                    kwargs={"fault": fault, "at": 3, "only_seed": 8})  # seed 7's row 1
     shared, views = batch(cfg)
     for view, seed in zip(views, SEEDS, strict=True):
         view.reset(seed=seed)
     actions = [torch.zeros(2, dtype=torch.long) for _ in SEEDS]
-    for _ in range(3):
-        step_all(shared, views, actions)
-    with pytest.raises(EnvError, match="exploded at its step 4") as caught:
-        step_all(shared, views, actions)
+    with pytest.raises(EnvError, match=message) as caught:
+        for _ in range(10):
+            step_all(shared, views, actions)
     assert shared.seed_of_fault(caught.value) == 7
-    assert shared.seed_of_fault(EnvError("no traceback of a vector env")) is None
+    assert shared.seed_of_fault(EnvError("no row of a vector env")) is None
+
+
+def test_autoreset_flags_are_gymnasiums_row_end_flags_and_seeds_show_their_rows(
+        monkeypatch):
+    """`autoreset_flags`, rltrain's one read of a gymnasium private field, holds each row's end
+    of the last step (a gymnasium that renames or changes it fails here); a seed's envs read
+    and write their rows of it, and building them leaves the engine's flags alone."""
+    import gymnasium as gym
+
+    from rltrain.envs.rows import SeedEnvs, autoreset_flags, row_engine
+
+    engine = row_engine(lambda: gym.make("CartPole-v1", max_episode_steps=5), 4)
+    engine.reset(seed=0)
+    assert np.array_equal(autoreset_flags(engine), np.zeros(4, dtype=bool))
+    ends = []
+    for _ in range(5):
+        _, _, terminated, truncated, _ = engine.step(np.zeros(4, dtype=np.int64))
+        flags = autoreset_flags(engine)
+        assert flags.dtype == np.bool_ and np.array_equal(flags, terminated | truncated)
+        ends.append(flags.copy())
+    assert ends[-1].all() and not ends[0].any()  # every row truncated at step 5
+    seed = SeedEnvs(engine, slice(2, 4))
+    assert autoreset_flags(engine).all()  # not cleared by SyncVectorEnv.__init__
+    assert seed.envs == [tag.env for tag in engine.envs[2:4]]  # the envs under the row tags
+    seed._autoreset_envs = np.array([False, True])  # as envs/snapshot.py restores it
+    assert np.array_equal(autoreset_flags(engine), [True, True, False, True])
+    assert np.array_equal(seed._autoreset_envs, [False, True])
+    closed = []
+    monkeypatch.setattr(seed.envs[0], "close", lambda: closed.append(True))
+    seed.close()  # as its garbage collection does
+    assert seed.closed and not closed and not engine.closed  # the batch closes the engine
 
 
 @pytest.mark.parametrize("cfg, seeds", [

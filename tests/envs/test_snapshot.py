@@ -144,13 +144,13 @@ def test_a_snapshot_that_does_not_fit_changes_nothing(damage, tmp_path):
     env.reset(seed=9)
     env.step(torch.tensor([0, 1]))
     before = ([e.unwrapped.state.copy() for e in env.venv.envs], time_limits(env),
-              env._ep_return.copy())
+              env.episode_return.copy())
     result = load_resume_state(env, saved)
     assert not result and result.reason
     assert all(np.array_equal(a, e.unwrapped.state) for a, e in zip(before[0], env.venv.envs,
                                                                     strict=True))
     assert time_limits(env) == before[1] == [1, 1]
-    assert np.array_equal(env._ep_return, before[2])
+    assert np.array_equal(env.episode_return, before[2])
 
 
 def test_old_snapshots_say_so():

@@ -11,10 +11,11 @@ import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rltrain.config.schema import EnvConfig
+from rltrain.envs.action_space import describe_action_space
 from rltrain.envs.check import check_env_id
 from rltrain.envs.make import make_env
 from rltrain.envs.obs_space import array_tensor
-from rltrain.envs.vec_env import GymVecEnv, describe_action_space
+from rltrain.envs.vec_env import GymVecEnv
 from rltrain.errors import UserError
 
 

@@ -113,7 +113,8 @@ def test_an_env_without_saved_state_restarts_its_episodes_and_says_so(env_id, mo
 
     def stop_mid_episode(state):  # the counters the old snapshot would have carried over
         steps, adapter, scale = gym_layers(runner)
-        mid_episode.update(steps=steps, returns=adapter._ep_return.copy(), scaled=scale._ret.clone())
+        mid_episode.update(steps=steps, returns=adapter.episode_return.copy(),
+                           scaled=scale.running_return.clone())
         state.stop = state.global_step >= 64 and any(steps)
     runner.add_callback("post_iteration", stop_mid_episode)
     runner.run()
@@ -126,8 +127,8 @@ def test_an_env_without_saved_state_restarts_its_episodes_and_says_so(env_id, mo
     assert (f"{env_id}: simulator state is not saved (" in caplog.text
             and f"episodes restart on resume (at step {step:,})" in caplog.text)
     steps, adapter, scale = gym_layers(resumed)
-    assert steps == [0, 0] and not adapter._ep_return.any() and not adapter._ep_length.any()
-    assert not scale._ret.any()  # no running return of an unfinished episode
+    assert steps == [0, 0] and not adapter.episode_return.any() and not adapter.episode_length.any()
+    assert not scale.running_return.any()  # no running return of an unfinished episode
     assert not torch.equal(resumed.ctx.obs, saved["loop"]["obs"])
     assert scale.rms.count == saved["env"]["ret_rms"]["count"]  # statistics: restored
     obs_rms = scale.env.rms  # restored, then updated with the fresh reset's 2 observations
