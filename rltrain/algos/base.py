@@ -1,5 +1,6 @@
 """What the algorithms share: the two protocols, the learning-rate schedule and small functions
-(gradient steps, target updates, TD targets). The config bases live in `algos/configs/base.py`,
+(gradient steps, advantages, metrics); the off-policy steps (target updates, TD targets, critic
+and actor steps) live in `algos/off_policy_steps.py`. The config bases live in `algos/configs/base.py`,
 the optimizers and the gradient clip in `algos/optim.py`.
 
 No algorithm file imports another, or `rltrain.config`: shared pieces live here, in
@@ -8,7 +9,6 @@ No algorithm file imports another, or `rltrain.config`: shared pieces live here,
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -237,73 +237,3 @@ def mean_metrics(rows: list[dict[str, float]]) -> Metrics:
             sums[k] = sums.get(k, 0.0) + v
             counts[k] = counts.get(k, 0) + 1
     return {k: sums[k] / counts[k] for k in sums}
-
-
-# target module -> (target params, source params, target buffers, source buffers); walking the
-# module tree on every call cost ~0.3 ms per SAC update (profiled), the tensors never change.
-_POLYAK_PAIRS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-@torch.no_grad()
-def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """θ_target ← τ θ_source + (1 − τ) θ_target (τ = 1 copies); buffers are copied."""
-    pairs = _POLYAK_PAIRS.get(target)
-    if pairs is None or pairs[4] is not source:
-        pairs = (list(target.parameters()), list(source.parameters()), list(target.buffers()),
-                 list(source.buffers()), source)
-        _POLYAK_PAIRS[target] = pairs
-    t_params, s_params, t_bufs, s_bufs, _ = pairs
-    soft_update_(t_params, s_params, tau)
-    if t_bufs:
-        torch._foreach_copy_(t_bufs, s_bufs)
-
-
-@torch.no_grad()
-def soft_update_(target: list[torch.Tensor], source: list[torch.Tensor], tau: float) -> None:
-    """θ_target ← τ θ_source + (1 − τ) θ_target, tensor by tensor (τ = 1 copies): a network's
-    parameters, or a seed batch's stacked ones."""
-    if tau >= 1.0:
-        torch._foreach_copy_(target, source)
-    else:
-        torch._foreach_lerp_(target, source, tau)
-
-
-def td_target(reward: torch.Tensor, next_value: torch.Tensor, terminated: torch.Tensor,
-              gamma: float) -> torch.Tensor:
-    """y = r + γ (1 − terminated) V(s'); truncated transitions keep the bootstrap."""
-    return reward + gamma * (1.0 - terminated) * next_value
-
-
-def twin_critic_step(critic: nn.Module, optimizer: Optimizer, batch: TransitionBatch,
-                     y: torch.Tensor) -> Metrics:
-    """One MSE step of both critics of a `TwinQ` (output [2, B]) towards the TD target `y` [B]."""
-    losses, q = critic_step(critic, optimizer, batch, y)
-    c1, c2 = losses.tolist()
-    return {"train/critic1_loss": c1, "train/critic2_loss": c2, "train/q_loss": (c1 + c2) / 2,
-            "train/mean_q": q.mean().item()}
-
-
-def critic_step(critic: Callable[[Any, torch.Tensor], torch.Tensor], optimizer: Any,
-                batch: TransitionBatch, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """One MSE step of an ensemble of critics (output `[..., E, B]`: a single run's `[E, B]`, a
-    seed batch's `[S, E, B]`) towards the TD target `y` `[..., B]`; returns (each critic's
-    loss `[..., E]`, Q(s, a)), detached."""
-    q = critic(batch.obs, batch.actions)
-    losses = (q - y.unsqueeze(-2)).pow(2).mean(-1)
-    optimizer.zero_grad(set_to_none=True)
-    losses.sum().backward()  # seeds and critics share no parameter: each its own gradient
-    optimizer.step()
-    return losses.detach(), q.detach()
-
-
-def deterministic_actor_step(actor: Callable[[Any], torch.Tensor],
-                             critic: Callable[[Any, torch.Tensor], torch.Tensor],
-                             optimizer: Any, obs: Any, params: list[torch.Tensor]) -> torch.Tensor:
-    """DDPG's and TD3's actor step: −Q1(s, μ(s)) (the first critic only, as in the TD3 paper),
-    one optimizer step of `params` (the actor's; the critics get no gradient); the loss,
-    detached (`[...]`: per seed in a seed batch)."""
-    loss = -critic(obs, actor(obs)).select(-2, 0).mean(-1)
-    optimizer.zero_grad(set_to_none=True)
-    loss.sum().backward(inputs=params)
-    optimizer.step()
-    return loss.detach()

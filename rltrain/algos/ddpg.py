@@ -8,15 +8,14 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import (
+from rltrain.algos.base import decay_lrs, pick_lr
+from rltrain.algos.configs.ddpg import DDPGConfig
+from rltrain.algos.off_policy_steps import (
     critic_step,
-    decay_lrs,
     deterministic_actor_step,
-    pick_lr,
     polyak_update,
     td_target,
 )
-from rltrain.algos.configs.ddpg import DDPGConfig
 from rltrain.algos.optim import adam
 from rltrain.nets.continuous import DeterministicActor, QEnsemble, add_gaussian_noise
 from rltrain.nets.spec import resolve_nets

@@ -10,8 +10,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rltrain.algos.base import grad_norm_step, off_policy_lr, set_lr, soft_update_, td_target
+from rltrain.algos.base import grad_norm_step, off_policy_lr, set_lr
 from rltrain.algos.configs.dqn import DQNConfig
+from rltrain.algos.off_policy_steps import soft_update_, td_target
 from rltrain.algos.optim import adam
 from rltrain.errors import UserError
 from rltrain.nets.q import QNetwork, masked_argmax

@@ -10,16 +10,14 @@ from typing import Any
 import torch
 
 from rltrain import obs as obs_ops
-from rltrain.algos.base import (
-    check_sde_spec,
-    decay_lrs,
-    make_noise_clock,
-    pick_lr,
+from rltrain.algos.base import check_sde_spec, decay_lrs, make_noise_clock, pick_lr
+from rltrain.algos.configs.sac import SACConfig
+from rltrain.algos.off_policy_steps import (
+    entropy_actor_step,
     polyak_update,
     td_target,
     twin_critic_step,
 )
-from rltrain.algos.configs.sac import SACConfig
 from rltrain.algos.optim import adam
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
 from rltrain.nets.sde import load_sde_state, sde_state
@@ -52,9 +50,7 @@ class SAC:
         self.target_entropy = (-float(spec.action_dim) if cfg.target_entropy is None
                                else float(cfg.target_entropy))
         self.policy = self.actor
-        self._actor_inputs = list(self.actor.parameters())
-        if cfg.autotune_alpha:
-            self._actor_inputs.append(self.log_alpha)
+        self._actor_params = list(self.actor.parameters())
         self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
         self._actor_metrics: dict[str, float] = {}
 
@@ -97,13 +93,11 @@ class SAC:
         return twin_critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
 
     def _actor_alpha_step(self, obs: torch.Tensor) -> dict[str, float]:
-        """One backward pass for the actor loss and (when tuned) the temperature loss.
-
-        The α loss −log α (log π + H_target) uses the detached log π, and the actor loss the
-        detached α, so summing them leaves each gradient what it would be alone (α grows when
-        the entropy is below the target); the critics get no gradient (`inputs=`).
-        """
-        loss, entropy = sac_actor_alpha_step(self, obs, *self.actor(obs))
+        """One actor step and, when α is tuned, one temperature step (`entropy_actor_step`)."""
+        loss, entropy = entropy_actor_step(
+            self.actor, self.critic, self.actor_optimizer, obs, self._actor_params,
+            self.log_alpha, self.alpha_optimizer if self.cfg.autotune_alpha else None,
+            self.target_entropy)
         return {"train/actor_loss": loss.item(), "train/entropy": entropy.item()}
 
     def state_dict(self) -> dict[str, Any]:
@@ -132,7 +126,8 @@ _STATE = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimiz
 
 # ---- SAC's math, written once: the networks are callables and α a tensor, so a seed batch's
 # stacked ones (`seeds/sac.py`: `[S, ...]` inputs, α `[S]`) run the same lines; the critics'
-# ensemble is the dimension before the rows (-2), losses reduce the last one -------------------
+# ensemble is the dimension before the rows (-2), losses reduce the last one. The actor and
+# temperature step, over any actor: `algos/off_policy_steps.py` `entropy_actor_step` ---------
 
 @torch.no_grad()
 def sac_target(critic_target: Callable[[Any, torch.Tensor], torch.Tensor],
@@ -142,33 +137,6 @@ def sac_target(critic_target: Callable[[Any, torch.Tensor], torch.Tensor],
     next_q = critic_target(batch.next_obs, next_action).min(-2).values
     soft_value = next_q - alpha.unsqueeze(-1) * next_log_prob
     return td_target(batch.rewards, soft_value, batch.terminated, gamma)
-
-
-def sac_actor_alpha_step(algo: Any, obs: Any, action: torch.Tensor,
-                         log_prob: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """One backward pass for the actor loss and (when tuned) the temperature loss, and their
-    steps; (actor loss, entropy), detached. `algo` holds `critic`, `log_alpha`, the optimizers,
-    `target_entropy`, `cfg` and `_actor_inputs` (a `SAC`, or a seed batch's `SeedSAC`);
-    `action, log_prob` are the actor's reparameterized sample at `obs`.
-
-    The α loss −log α (log π + H_target) uses the detached log π, and the actor loss the
-    detached α, so summing them leaves each gradient what it would be alone (α grows when the
-    entropy is below the target); the critics get no gradient (`inputs=`).
-    """
-    alpha = algo.log_alpha.detach().exp().unsqueeze(-1)
-    q = algo.critic(obs, action).min(-2).values
-    loss = (alpha * log_prob - q).mean(-1)
-    total = loss
-    if algo.cfg.autotune_alpha:
-        total = loss - (algo.log_alpha.unsqueeze(-1)
-                        * (log_prob.detach() + algo.target_entropy)).mean(-1)
-    algo.actor_optimizer.zero_grad(set_to_none=True)
-    algo.alpha_optimizer.zero_grad(set_to_none=True)
-    total.sum().backward(inputs=algo._actor_inputs)
-    algo.actor_optimizer.step()
-    if algo.cfg.autotune_alpha:
-        algo.alpha_optimizer.step()
-    return loss.detach(), -log_prob.detach().mean(-1)
 
 
 def build(cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> SAC:

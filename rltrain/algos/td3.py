@@ -8,15 +8,14 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import (
-    decay_lrs,
+from rltrain.algos.base import decay_lrs, pick_lr
+from rltrain.algos.configs.td3 import TD3Config
+from rltrain.algos.off_policy_steps import (
     deterministic_actor_step,
-    pick_lr,
     polyak_update,
     td_target,
     twin_critic_step,
 )
-from rltrain.algos.configs.td3 import TD3Config
 from rltrain.algos.optim import adam
 from rltrain.nets.continuous import DeterministicActor, TwinQ, add_gaussian_noise
 from rltrain.nets.spec import resolve_nets

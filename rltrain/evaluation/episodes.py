@@ -15,6 +15,7 @@ import torch
 from rltrain import obs as obs_ops
 from rltrain.envs.masks import action_mask
 from rltrain.envs.vec_env import VecEnv
+from rltrain.nets.mode import eval_mode
 from rltrain.text import duration
 
 log = logging.getLogger("rltrain")
@@ -42,8 +43,17 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
     the first N to finish would bias the mean towards them). Returns are raw env rewards.
     `stop()` is asked before every step; when it says yes, `EvalInterrupted` is raised. A row
     whose episode reaches `max_episode_steps` without ending gives that partial episode as its
-    last one (the vector env cannot reset one row), so an evaluation always ends.
+    last one (the vector env cannot reset one row), so an evaluation always ends. The policy
+    runs in eval mode (BatchNorm's running statistics, no Dropout) and is handed back in its own.
     """
+    with eval_mode(policy):
+        return _run_episodes(policy, env, episodes, deterministic, seed, stop, max_episode_steps)
+
+
+def _run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool,
+                  seed: int | None, stop: Callable[[], bool] | None,
+                  max_episode_steps: int) -> dict[str, Any]:
+    """`run_episodes`, with the policy already in eval mode."""
     n = env.spec.num_envs
     targets = np.array(episode_targets(episodes, n))
     counts = np.zeros(n, dtype=np.int64)

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from rltrain.errors import UserError
+from rltrain.nets.mode import eval_mode
 
 FORMATS = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
 """Export format → default file name under `<run>/export/`."""
@@ -63,10 +64,15 @@ def write(fmt: str, module: nn.Module, example: torch.Tensor | tuple[torch.Tenso
     example = example if isinstance(example, tuple) else (example,)
     names = names or INPUTS[:len(example)]
     path.parent.mkdir(parents=True, exist_ok=True)
-    module = module.eval()
     text = json.dumps(metadata or {}, sort_keys=True)
+    # traced as evaluation runs it (BatchNorm's running statistics, no Dropout); the caller's
+    # module is handed back in its own mode
+    with eval_mode(module):
+        if fmt == "onnx":
+            _write_onnx(module, example, names, path)
+        else:
+            _write_torchscript(module, example, path, text)
     if fmt == "onnx":
-        _write_onnx(module, example, names, path)
         # optional extra: ONNX, for format=onnx only (`pip install "rltrain[export]"`)
         import onnx
 
@@ -74,14 +80,17 @@ def write(fmt: str, module: nn.Module, example: torch.Tensor | tuple[torch.Tenso
         entry = model.metadata_props.add()
         entry.key, entry.value = METADATA_KEY, text
         onnx.save(model, str(path))
-    else:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", r"`torch\.jit\.\w+` is deprecated", DeprecationWarning)
-            # torch's RNN modules check their input sizes in Python: fixed by the trace, fine
-            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning,
-                                    module=r"torch\.nn\.modules\.rnn")
-            traced = torch.jit.trace(module, example)
-            torch.jit.save(traced, str(path), _extra_files={f"{METADATA_KEY}.json": text})
+
+
+def _write_torchscript(module: nn.Module, example: tuple[torch.Tensor, ...], path: Path,
+                       text: str) -> None:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"`torch\.jit\.\w+` is deprecated", DeprecationWarning)
+        # torch's RNN modules check their input sizes in Python: fixed by the trace, fine
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning,
+                                module=r"torch\.nn\.modules\.rnn")
+        traced = torch.jit.trace(module, example)
+        torch.jit.save(traced, str(path), _extra_files={f"{METADATA_KEY}.json": text})
 
 
 def read_metadata(fmt: str, path: Path) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from rltrain import obs as obs_ops
 from rltrain.envs.normalize import NormalizeObs
 from rltrain.envs.vec_env import GymVecEnv, VecEnv
 from rltrain.evaluation.episodes import PolicyStepper
+from rltrain.nets.mode import eval_mode
 from rltrain.obs import Obs
 from rltrain.types import CHOICE_KINDS
 
@@ -147,7 +148,8 @@ def torch_actions(policy: nn.Module, env: VecEnv, obs: np.ndarray | dict[str, np
     stepper = PolicyStepper(policy, rows, gym_env.device)
     if state is not None:
         stepper.state, stepper.starts = state, torch.zeros(rows, dtype=torch.bool)
-    action = stepper(x, True, None if mask is None else torch.as_tensor(mask))
+    with eval_mode(policy):  # as evaluation runs it, and the export was traced
+        action = stepper(x, True, None if mask is None else torch.as_tensor(mask))
     state = stepper.state if state is not None else None
     # Box: rescaled; (Multi)Discrete: its start added; MultiBinary: as the env takes it
     out = gym_env.to_env_action(action)

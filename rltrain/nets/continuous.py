@@ -173,15 +173,17 @@ class EnsembleLayerNorm(nn.Module):
 
 
 class QEnsemble(nn.Module):
-    """`n` independent Q(s, a) MLPs evaluated in one batched call; returns [n, B].
+    """`n` independent Q(s, a) MLPs evaluated in one batched call; returns [n, B], or
+    [n, B, outputs] with `outputs` > 1 values per action (a quantile or distributional critic,
+    whose loss the algorithm chooses: `algos/off_policy_steps.py` `critic_step`).
 
     Image observations go through one CNN encoder that the members share (as in DrQ); the
     members' MLPs stay independent.
     """
 
-    def __init__(self, spec: NetSpec, action_dim: int, n: int = 2):
+    def __init__(self, spec: NetSpec, action_dim: int, n: int = 2, outputs: int = 1):
         super().__init__()
-        self.n = n
+        self.n, self.outputs = n, outputs
         self.encoder, features = make_encoder(spec)
         act_cls = activation(spec.activation)
         hidden_gain, out_gain = (HIDDEN_GAIN, 1.0) if spec.ortho else (None, None)
@@ -193,13 +195,14 @@ class QEnsemble(nn.Module):
                 layers.append(EnsembleLayerNorm(n, width))
             layers.append(act_cls())
             last = width
-        layers.append(EnsembleLinear(n, last, 1, out_gain))
+        layers.append(EnsembleLinear(n, last, outputs, out_gain))
         self.net = nn.Sequential(*layers)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Q_i(obs, action) for every critic i, shape [n, B]."""
+        """Q_i(obs, action) for every critic i, shape [n, B] ([n, B, outputs] with outputs > 1)."""
         x = torch.cat([encode(self.encoder, obs), action], dim=-1)
-        return self.net(x.unsqueeze(0).expand(self.n, -1, -1)).squeeze(-1)
+        q = self.net(x.unsqueeze(0).expand(self.n, -1, -1))
+        return q.squeeze(-1) if self.outputs == 1 else q
 
 
 class TwinQ(QEnsemble):

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from rltrain.algos.base import critic_step, decay_lrs, deterministic_actor_step, soft_update_
+from rltrain.algos.base import decay_lrs
 from rltrain.algos.ddpg import DDPG, ddpg_target
+from rltrain.algos.off_policy_steps import critic_step, deterministic_actor_step, polyak_update
 from rltrain.algos.td3 import TD3, smoothed, td3_target
 from rltrain.errors import UserError
 from rltrain.nets.continuous import add_gaussian_noise
@@ -62,8 +63,8 @@ class SeedDeterministic:
                                         self.actor.parameters())
 
     def _soft_update_targets(self) -> None:
-        soft_update_(self.critic_target.parameters(), self.critic.parameters(), self.cfg.tau)
-        soft_update_(self.actor_target.parameters(), self.actor.parameters(), self.cfg.tau)
+        polyak_update(self.critic_target, self.critic, self.cfg.tau)
+        polyak_update(self.actor_target, self.actor, self.cfg.tau)
 
     def sync(self) -> None:
         """Copy each seed's networks, targets and optimizers into its member."""

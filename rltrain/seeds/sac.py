@@ -1,5 +1,5 @@
 """SAC over a batch of seeds: `algos/sac.py`'s target, critic step and actor/α step
-(`sac_target`, `critic_step`, `sac_actor_alpha_step`) over stacked networks.
+(`sac_target`, `critic_step`, `entropy_actor_step`) over stacked networks.
 
 The members are ordinary `SAC` objects. Actor, twin critics and their targets are trained
 stacked (`StackedActor`, `StackedEnsembleQ`), with one `SeedAdam` each for the actor, the
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from rltrain.algos.base import critic_step, decay_lrs, soft_update_
-from rltrain.algos.sac import SAC, sac_actor_alpha_step, sac_target
+from rltrain.algos.base import decay_lrs
+from rltrain.algos.off_policy_steps import critic_step, entropy_actor_step, polyak_update
+from rltrain.algos.sac import SAC, sac_target
 from rltrain.errors import UserError
 from rltrain.seeds.optim import SeedAdam, set_seed_lr
 from rltrain.seeds.rng import SeedStreams
@@ -43,8 +44,6 @@ class SeedSAC:
         self.target_entropy = members[0].target_entropy
         self.start_lrs = members[0].start_lrs
         self.n_updates = members[0].n_updates
-        self._actor_inputs = [*self.actor.parameters(),
-                              *([self.log_alpha] if self.cfg.autotune_alpha else [])]
         self._actor_rows: list[list[float]] = [[float("nan")] * 2 for _ in members]
 
     def _noise(self, rows: int) -> torch.Tensor:
@@ -70,10 +69,12 @@ class SeedSAC:
                        self.cfg.gamma)
         losses, q = critic_step(self.critic, self.critic_optimizer, batch, y)  # [S, 2], [S, 2, B]
         if self.n_updates % self.cfg.policy_delay == 0:
-            action, log_prob = self.actor(batch.obs, self._noise(batch.obs.shape[1]))
-            self._actor_rows = torch.stack(sac_actor_alpha_step(self, batch.obs, action, log_prob),
-                                           1).tolist()
-        soft_update_(self.critic_target.parameters(), self.critic.parameters(), self.cfg.tau)
+            loss_entropy = entropy_actor_step(
+                lambda obs: self.actor(obs, self._noise(obs.shape[1])), self.critic,
+                self.actor_optimizer, batch.obs, self.actor.parameters(), self.log_alpha,
+                self.alpha_optimizer if self.cfg.autotune_alpha else None, self.target_entropy)
+            self._actor_rows = torch.stack(loss_entropy, 1).tolist()
+        polyak_update(self.critic_target, self.critic, self.cfg.tau)
         self.n_updates += 1
         rows = torch.cat([losses, q.mean((1, 2)).unsqueeze(1),
                           self.log_alpha.detach().exp().unsqueeze(1)], 1).tolist()

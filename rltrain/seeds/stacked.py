@@ -97,8 +97,9 @@ def check_stackable(policy: nn.Module) -> None:
 
 
 class Stacked:
-    """The parameters of S modules of one architecture as stacked leaf tensors `params[name]`;
-    `copy_to` writes seed k's into its own module, `copy_from` loads them from there."""
+    """The parameters of S modules of one architecture as stacked leaf tensors `params[name]`,
+    their buffers (BatchNorm statistics) as `stacked_buffers[name]`; `copy_to` writes seed k's
+    into its own module, `copy_from` loads them from there."""
 
     def __init__(self, modules: list[nn.Module], requires_grad: bool = True):
         for module in modules:
@@ -111,22 +112,34 @@ class Stacked:
             name: stack_seeds([ps[name].detach() for ps in per_seed], name in transposed)
             .requires_grad_(requires_grad)
             for name in per_seed[0]}
+        seed_buffers = [dict(m.named_buffers()) for m in modules]
+        self.stacked_buffers: Weights = {
+            name: torch.stack([bs[name].detach() for bs in seed_buffers]) for name in seed_buffers[0]}
 
     def parameters(self) -> list[torch.Tensor]:
         """The stacked tensors, in the order of the template's `parameters()`."""
         return list(self.params.values())
 
+    def buffers(self) -> list[torch.Tensor]:
+        """The stacked buffers, in the order of the template's `buffers()` (as `polyak_update`
+        takes a module's)."""
+        return list(self.stacked_buffers.values())
+
     @torch.no_grad()
     def copy_to(self, k: int, module: nn.Module) -> None:
-        """Write seed k's parameters into `module`, its own."""
+        """Write seed k's parameters and buffers into `module`, its own."""
         for name, param in module.named_parameters():
             param.copy_(self.params[name][k])
+        for name, buffer in module.named_buffers():
+            buffer.copy_(self.stacked_buffers[name][k])
 
     @torch.no_grad()
     def copy_from(self, k: int, module: nn.Module) -> None:
-        """Load seed k's parameters from `module`, its own."""
+        """Load seed k's parameters and buffers from `module`, its own."""
         for name, param in module.named_parameters():
             self.params[name][k].copy_(param)
+        for name, buffer in module.named_buffers():
+            self.stacked_buffers[name][k].copy_(buffer)
 
 
 def _linear_weights(module: nn.Module) -> set[str]:
@@ -227,7 +240,8 @@ class StackedDeterministicActor(Stacked):
 
 class StackedEnsembleQ(Stacked):
     """S `QEnsemble`s of n critics each (SAC's and TD3's `TwinQ`); `forward(obs, action)` is
-    Q `[S, n, B]`. Each seed's members are its own `[n, ...]` block of one `[S * n, ...]` bmm."""
+    Q `[S, n, B]` (`[S, n, B, outputs]` with several outputs per action). Each seed's members
+    are its own `[n, ...]` block of one `[S * n, ...]` bmm."""
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         seeds, n = self.seeds, self.template.n
@@ -243,7 +257,8 @@ class StackedEnsembleQ(Stacked):
                                   weight.flatten(0, 1))
             else:
                 x = layer(x)
-        return x.view(seeds, n, -1)
+        x = x.view(seeds, n, *x.shape[1:])
+        return x.squeeze(-1) if self.template.outputs == 1 else x
 
     __call__ = forward
 
