@@ -96,13 +96,17 @@ def _imported_modules(path: Path) -> set[str]:
     return names
 
 
+SHARED = ("__init__.py", "base.py", "optim.py", "off_policy_steps.py")
+"""The modules of algos/ that are not an algorithm: what the algorithms share."""
+
+
 @pytest.mark.parametrize("path", sorted(p for p in ALGOS_DIR.glob("*.py")
-                                        if p.name not in ("__init__.py", "base.py", "optim.py")),
+                                        if p.name not in SHARED),
                          ids=lambda p: p.stem)
 def test_an_algorithm_file_imports_no_other_algorithm_nor_the_run_config(path):
     imported = _imported_modules(path)
-    own = {"rltrain.algos.base", "rltrain.algos.optim", "rltrain.algos.configs.base",
-           f"rltrain.algos.configs.{path.stem}"}
+    own = {f"rltrain.algos.{Path(name).stem}" for name in SHARED if name != "__init__.py"}
+    own |= {"rltrain.algos.configs.base", f"rltrain.algos.configs.{path.stem}"}
     others = {m for m in imported if m.startswith("rltrain.algos.") and m not in own}
     assert not others
     assert not {m for m in imported if m == "rltrain.config" or m.startswith("rltrain.config.")}
