@@ -15,3 +15,16 @@ class TrainingError(RuntimeError):
 
 class EnvError(TrainingError):
     """The environment failed (raised, or returned what its spaces forbid): one line naming it."""
+
+
+class DiskFull(TrainingError):
+    """A full disk, as one line: where it struck and what to do once space is freed (`then`)."""
+
+    def __init__(self, where: str, then: str):
+        super().__init__(f"disk full while writing the run{where}: {then}")
+        self.where = where
+        """` (<file>)` of the write that failed, or '' when the error did not name one."""
+
+    def then(self, advice: str) -> "DiskFull":
+        """The same full disk, with other advice (a search says how to continue the search)."""
+        return DiskFull(self.where, advice)

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from rltrain.checkpoint.run_dir import BEST, FINAL
+from rltrain.checkpoint.run_dir import BEST, FINAL, PERIODIC_GLOB
 from rltrain.errors import UserError
 
 KEY = "checksum"
@@ -42,14 +42,16 @@ def digest(payload: dict[str, Any]) -> str:
     return _PREFIX + h.hexdigest()
 
 
-def check(payload: dict[str, Any], path: str | os.PathLike) -> None:
-    """Remove `KEY` from a loaded `payload`; one-line `UserError` when it does not match. A
-    payload without one (written before checksums, or by hand with `torch.save`) passes."""
+def check(payload: dict[str, Any], path: str | os.PathLike, resume: bool = False) -> None:
+    """Remove `KEY` from a loaded `payload`; one-line `UserError` when it does not match, with
+    what to use instead (`resume`: for `resume=`, else for eval and export). A payload without
+    one (written before checksums, or by hand with `torch.save`) passes."""
     if KEY not in payload:
         return
     if payload.pop(KEY) != digest(payload):
+        instead = _resume_from if resume else _alternatives
         raise UserError(f"{path} is damaged (its checksum does not match its contents): "
-                        f"{_alternatives(Path(path))}")
+                        f"{instead(Path(path))}")
 
 
 def _alternatives(path: Path) -> str:
@@ -59,6 +61,20 @@ def _alternatives(path: Path) -> str:
     if others:
         return f"use {' or '.join(others)} of the run, or another checkpoint"
     return f"use another checkpoint (the run has no {FINAL} or {BEST} beside it)"
+
+
+def _resume_from(path: Path) -> str:
+    """The run's other checkpoints a resume can start from instead, the furthest first: every
+    checkpoint holds the whole training state (`final.pt` as far as `latest.pt` of a finished
+    run, the newest periodic `step_*.pt`, `best.pt` at its evaluation's step)."""
+    periodic = sorted(path.parent.glob(PERIODIC_GLOB))[-1:]
+    found = [p for p in (path.with_name(FINAL), *periodic, path.with_name(BEST))
+             if p.name != path.name and p.is_file()]
+    if not found:
+        return ("the run has no other checkpoint to resume from; train it again into another "
+                "hydra.run.dir")
+    return ("resume from another of its checkpoints instead (training goes on from that "
+            "checkpoint's step): " + " or ".join(f"resume={p}" for p in found[:2]))
 
 
 def _put(h: Any, tag: bytes, data: bytes | memoryview) -> None:

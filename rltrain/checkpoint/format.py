@@ -31,7 +31,7 @@ import torch
 from rltrain.checkpoint import checksum
 from rltrain.checkpoint.finite import check_finite, first_nonfinite
 from rltrain.checkpoint.legacy_numpy import NUMPY_SCALAR_GLOBALS
-from rltrain.checkpoint.payload import check_payload
+from rltrain.checkpoint.payload import RESUME, check_payload
 from rltrain.checkpoint.run_dir import LATEST, PERIODIC_GLOB, RunDir
 from rltrain.errors import TrainingError, UserError
 
@@ -251,7 +251,7 @@ def load(path: str | os.PathLike, map_location: str | torch.device = "cpu",
     if type(version) is int and version > FORMAT_VERSION:  # its fields may differ: say so first
         raise UserError(f"{p} has checkpoint format {version}, newer than this rltrain "
                         f"understands ({FORMAT_VERSION}); upgrade rltrain")
-    checksum.check(payload, p)
+    checksum.check(payload, p, resume=all(k in require for k in RESUME))
     check_payload(payload, p, require)
     bad = first_nonfinite(payload, ("algo", "env.obs_rms")) if "algo" in require else None
     if bad is not None:  # `save` never writes one: the file is damaged, a policy would act on it

@@ -59,14 +59,15 @@ def main() -> None:
 def eval_command(argv: list[str]) -> dict:
     """`rltrain eval ckpt=... [episodes=N deterministic=false seed=S device=... video=true]`."""
     # start-up: Hydra and torch only when this command runs (not for `rltrain list`)
-    from rltrain.config.overrides import compose_checked
+    from rltrain.config.compose import compose_naming_choices
     from rltrain.config.schema import to_command_config
     from rltrain.config.store import register_configs
     from rltrain.evaluation.command import evaluate
 
     register_configs(env_ids=[])
     argv, named = _split_named_code(argv)
-    cfg = to_command_config(compose_checked("eval", argv))
+    # `device=null`: refused naming the choices, as a training option is
+    cfg = to_command_config(compose_naming_choices("eval", argv, to_command_config))
     result = evaluate(cfg.ckpt, episodes=cfg.episodes, deterministic=cfg.deterministic,
                       seed=cfg.seed, device=cfg.device, num_envs=cfg.num_envs, video=cfg.video,
                       video_episodes=cfg.video_episodes, named=named)
@@ -77,14 +78,15 @@ def eval_command(argv: list[str]) -> dict:
 def export_command(argv: list[str]) -> dict:
     """`rltrain export ckpt=... [format=onnx|torchscript out=FILE check_samples=N seed=S]`."""
     # start-up: Hydra and torch only when this command runs (not for `rltrain list`)
-    from rltrain.config.overrides import compose_checked
+    from rltrain.config.compose import compose_naming_choices
     from rltrain.config.schema import to_command_config
     from rltrain.config.store import register_configs
     from rltrain.export.command import agreement_line, export_policy
 
     register_configs(env_ids=[])
     argv, named = _split_named_code(argv)
-    cfg = to_command_config(compose_checked("export", argv))
+    # `format=null`: refused naming the choices, as a training option is
+    cfg = to_command_config(compose_naming_choices("export", argv, to_command_config))
     result = export_policy(cfg.ckpt, cfg.format, cfg.out, cfg.check_samples, cfg.seed, named)
     dtype = "float32" if result["action_kind"] == "box" else "int64"
     folded = ", normalization folded in" if result["normalized_obs"] else ""

@@ -150,7 +150,7 @@ def _run_job(cfg: DictConfig) -> float:
     # `--help` or a refused command line
     from rltrain import launch
     from rltrain.config.compose import train_config_of
-    from rltrain.sweep.search import preempted
+    from rltrain.sweep.search import preempted, search_continues
     from rltrain.sweep.trial import fit_threads
 
     hydra = HydraConfig.get()
@@ -158,7 +158,8 @@ def _run_job(cfg: DictConfig) -> float:
         Path(hydra.runtime.output_dir), lambda: train_config_of(cfg), list(hydra.overrides.task),
         lambda: OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type,return-value]
         tune=fit_threads, collective=_COLLECTIVE)
-    outcome = launch.run(job, str(cfg.resume) if cfg.get("resume") else None)
+    with search_continues():  # a trial's full disk: the line continues the search
+        outcome = launch.run(job, str(cfg.resume) if cfg.get("resume") else None)
     if outcome.signum is not None:  # preempted: tell schedulers
         preempted(outcome.signum)
     return outcome.value

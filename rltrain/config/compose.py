@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +81,7 @@ def compose_train_config(overrides: list[str] | None = None, *,
     register_options(overrides)
     first = first_of_sweeps([a for a in overrides if not a.startswith("-")])
     _refuse_schemas(first)
-    composed = _compose_naming_choices(first)
+    composed = compose_naming_choices("config", first)
     train_cfg = check_composed(composed)
     resolved: Any = OmegaConf.to_container(composed, resolve=True)
     _checked = _Checked(tuple(first), resolved, copy.deepcopy(train_cfg))
@@ -91,11 +92,13 @@ _NULL = re.compile(r"\+{0,2}([\w.@/-]+)=null", re.IGNORECASE)
 """`key=null` (Hydra reads null in any case)."""
 
 
-def _compose_naming_choices(overrides: list[str]) -> DictConfig:
-    """`compose_checked`, where `key=null` for a string field or a group that must hold a value
-    is refused as its checks refuse any other bad value, naming the choices (`env.backend`)."""
+def compose_naming_choices(config_name: str, overrides: list[str],
+                           check: Callable[[DictConfig], Any] = check_composed) -> DictConfig:
+    """`compose_checked` of `config_name` (`config`, `eval`, `export`), where `key=null` for a
+    string field or a group that must hold a value is refused as `check` (that config's own
+    checks) refuses any other bad value, naming the choices (`env.backend`, export's `format`)."""
     try:
-        return compose_checked("config", overrides)
+        return compose_checked(config_name, overrides)
     except UserError as exc:
         nulls = [m.group(1) if m else None for m in map(_NULL.fullmatch, overrides)]
         key = _null_refused(exc, [k for k in nulls if k])
@@ -104,7 +107,7 @@ def _compose_naming_choices(overrides: list[str]) -> DictConfig:
         # the same override as the string 'null': the field's own check names what it takes
         retry = [f"{key}='null'" if k == key else a for a, k in zip(overrides, nulls, strict=True)]
         try:
-            check_composed(compose_checked("config", retry))
+            check(compose_checked(config_name, retry))
         except UserError as err:
             if "null" in str(err):  # about this value, not another override's
                 raise UserError(str(err).replace("'null'", "null", 1)) from exc

@@ -19,7 +19,7 @@ from typing import Any
 
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.envs.trust import resume_command
-from rltrain.errors import TrainingError, UserError
+from rltrain.errors import DiskFull, TrainingError, UserError
 from rltrain.runner.callbacks import LoopState
 
 log = logging.getLogger("rltrain")
@@ -131,10 +131,11 @@ def disk_full(exc: BaseException) -> OSError | None:
 
 
 @contextlib.contextmanager
-def disk_full_is_one_line(run_dir: Path, env: Any = None) -> Iterator[None]:
+def disk_full_is_one_line(run_dir: Path, env: Any = None, then: str | None = None) -> Iterator[None]:
     """Turn a full disk, wherever it strikes in a run (also inside `torch.save`), into one
-    `TrainingError` line with the command that resumes the run (`env`: the run's env config,
-    for the `env.import=` a resume of a user's env needs)."""
+    `DiskFull` line with the command that resumes the run (`env`: the run's env config, for the
+    `env.import=` a resume of a user's env needs), or with `then` in its place (a trial's own
+    files: no command resumes a trial)."""
     try:
         yield
     except (UserError, TrainingError):  # already one line that says what to do
@@ -143,8 +144,8 @@ def disk_full_is_one_line(run_dir: Path, env: Any = None) -> Iterator[None]:
         full = disk_full(exc)
         if full is None:
             raise
-        kept = (f"the last good checkpoint is kept; free space, then "
-                f"{resume_command(run_dir, env)}" if RunDir(run_dir).can_resume()
-                else "no checkpoint was written yet")
-        where = f" ({full.filename})" if full.filename else ""
-        raise TrainingError(f"disk full while writing the run{where}: {kept}") from exc
+        if then is None:
+            then = (f"the last good checkpoint is kept; free space, then "
+                    f"{resume_command(run_dir, env)}" if RunDir(run_dir).can_resume()
+                    else "no checkpoint was written yet")
+        raise DiskFull(f" ({full.filename})" if full.filename else "", then) from exc

@@ -23,7 +23,9 @@ from rltrain.config.schema import TrainConfig
 from rltrain.envs.trust import resume_command
 from rltrain.errors import TrainingError, UserError
 from rltrain.runner.interrupt import GracefulStop
+from rltrain.runner.resume import Restored, say_resumed
 from rltrain.runner.runner import Runner
+from rltrain.seeds.batch import seed_lines
 from rltrain.seeds.folder import batch_seeds
 
 log = logging.getLogger("rltrain")
@@ -100,14 +102,17 @@ def catch_up(members: Members, folder: Path, stopper: GracefulStop,
         if steps[seed] >= top or stopper.heard is not None:
             out[seed] = (cfg, payload)
             continue
-        log.info("resume: seed %d is at step %s, the batch at %s: it catches up alone first",
-                 seed, f"{steps[seed]:,}", f"{top:,}")
-        # a stop names the batch; a seed of a batch evaluates in the training process
-        runner = Runner(cfg, RunDir(folder).seed(seed).root, resume_from=payload,
-                        stop_line=False, resume_target=folder, background_eval=False)
+        # how it resumed: in the line below; its setup: the batch's lines; a stop names the
+        # batch; a seed of a batch evaluates in the training process
+        with seed_lines(seed):
+            runner = Runner(cfg, RunDir(folder).seed(seed).root, resume_from=payload,
+                            resume_line=False, setup_lines=False, stop_line=False,
+                            resume_target=folder, background_eval=False)
+        _say_catching_up(seed, steps[seed], top, runner.restored, cfg.env.id)
         runner.stopper.states.append(stopper.state)  # a signal here stops the batch too
         try:
-            runner.run_to(top)
+            with seed_lines(seed):  # its run's own lines (start, evaluations) name the seed
+                runner.run_to(top)
         except TrainingError as exc:
             failed[seed] = str(exc)
             log.error("[seed %d] stopped: %s; the other seeds go on", seed, exc)
@@ -117,6 +122,17 @@ def catch_up(members: Members, folder: Path, stopper: GracefulStop,
         latest = RunDir(runner.run_dir).latest
         out[seed] = (dataclasses.replace(cfg, resume=str(latest)), checkpoint.load(latest))
     return out
+
+
+def _say_catching_up(seed: int, step: int, top: int, restored: Restored | None,
+                     env_id: str) -> None:
+    """The one line on a seed that catches up alone: where it is, where the batch is, and how
+    its run resumed (`restored`; None: it starts over)."""
+    exact = restored is not None and restored.restart is None
+    log.info("resume: seed %d is at step %s, the batch at %s: it catches up alone first%s",
+             seed, f"{step:,}", f"{top:,}", " (resumed exactly)" if exact else "")
+    if restored is not None and not exact:  # why its episodes restart, naming the seed
+        say_resumed(env_id, {seed: restored}, batch=True)
 
 
 def _step(payload: dict[str, Any]) -> int:

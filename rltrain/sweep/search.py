@@ -16,12 +16,13 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
 from rltrain.checkpoint.run_dir import RunDir
-from rltrain.errors import UserError
+from rltrain.errors import DiskFull, UserError
 from rltrain.runner.ownership import check_not_live, run_lock
 
 log = logging.getLogger("rltrain")
@@ -138,6 +139,19 @@ def in_search() -> bool:
     """True in the process of a live `+hpo=` search (its runs do not say how to resume them
     alone: the search says how to continue it)."""
     return SEARCH.active
+
+
+@contextlib.contextmanager
+def search_continues() -> Iterator[None]:
+    """Inside a search, a full disk's line says how to continue the search: the resume of one
+    trial's run (what the run's own line names) would not continue it."""
+    try:
+        yield
+    except DiskFull as exc:
+        if not SEARCH.active:
+            raise
+        raise exc.then(f"the study and its trial folders are kept; free space, then continue "
+                       f"the search with: {SEARCH.command}") from exc.__cause__
 
 
 def preempted(signum: int) -> NoReturn:

@@ -20,6 +20,7 @@ from rltrain.checkpoint.run_dir import RunDir, seed_overrides
 from rltrain.config.schema import TrainConfig
 from rltrain.errors import UserError
 from rltrain.loggers.run_log import log_to
+from rltrain.runner.interrupt import disk_full_is_one_line
 from rltrain.runner.runner import Runner
 from rltrain.sweep.search import SEARCH
 
@@ -66,7 +67,20 @@ def run_seeds(cfg: TrainConfig, run_dir: Path) -> float:
     A stop ends the trial at the seed it reached: a signal exits with 128 + its number (as the
     CLI does), also one that came while a seed's final checkpoints were written and other
     seeds are left; a `STOP` file (or a callback) leaves a `seeds.json` naming the stopped
-    seed and returns NaN. `seeds.json` is written whole or not at all."""
+    seed and returns NaN. `seeds.json` is written whole or not at all. A full disk in the
+    trial's own files (a seed's `.hydra/` record, `seeds.json`) is one line, as in a run (a
+    seed's own run says how to resume that seed)."""
+    with disk_full_is_one_line(run_dir, then=TRIAL_AGAIN):
+        return _train_seeds(cfg, run_dir)
+
+
+TRIAL_AGAIN = ("the seeds' run folders are kept; free space, then train the trial again into "
+               "another hydra.run.dir (no command resumes a whole trial)")
+"""What a full disk in a trial's own files leaves the user to do."""
+
+
+def _train_seeds(cfg: TrainConfig, run_dir: Path) -> float:
+    """`run_seeds`' work (see there)."""
     seeds, means = trial_seeds(cfg), []
     for seed in seeds:
         sub = RunDir(run_dir).seed(seed)

@@ -122,6 +122,10 @@ EVAL_CASES = [
     case(["export", "check_samples=0"], "check_samples=0 must be > 0"),
     case(["export", "format=zip"], "format='zip': choose one of onnx, torchscript"),
     case(["export", "seed=-1"], "seed=-1 must be in [0, 4294967295]"),
+    # null for a string field: its choices, as train's `env.backend=null` (not "expected a str")
+    case(["export", "format=null"], "format=null: choose one of onnx, torchscript"),
+    case(["export", "format=NULL"], "format=null: choose one of onnx, torchscript"),
+    case(["eval", "device=null"], "device=null: choose cpu, cuda, cuda:N, mps or auto"),
     # training options: the checkpoint fixes the algorithm and the env
     case(["eval", "algo=dqn"], "unknown field 'algo' (algorithm and env come from the checkpoint)"),
     case(["export", "env=Pendulum-v1"], "unknown field 'env' (algorithm and env come from the "

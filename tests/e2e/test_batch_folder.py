@@ -127,9 +127,14 @@ def test_seeds_at_different_steps_resume_as_one_batch_and_none_is_dropped(tmp_pa
     resumed = run_cli([f"resume={batch}"], tmp_path, monkeypatch, capfd)
     assert resumed.rc == 0, resumed.describe()
     text = resumed.out + resumed.err
-    assert "seed 1 is at step 64, the batch at 192: it catches up alone first" in text
+    assert "seed 1 is at step 64, the batch at 192: it catches up alone first (resumed " \
+           "exactly)" in text
     assert "seed 2 has no checkpoint: it starts over" in text
-    assert "seed 2 is at step 0, the batch at 192: it catches up alone first" in text
+    assert "seed 2 is at step 0, the batch at 192: it catches up alone first\n" in text
+    # a seed catching up says how it resumed in that line once; its run's lines name the seed
+    assert "resumed at step 64" not in text, resumed.describe()
+    started = [ln for ln in text.splitlines() if "training ppo on CartPole-v1" in ln]
+    assert len(started) == 5 and all("[seed " in ln for ln in started), resumed.describe()
     summary = strict(batch / "seeds.json")
     assert summary["seeds"] == [0, 1, 2]
     assert sorted(summary["final_eval"]) == ["0", "1", "2"] and not summary["stopped"]

@@ -116,3 +116,69 @@ def test_a_disk_full_inside_torch_save_is_one_line_with_the_resume_command(
     assert full.target.read_bytes() == full.kept  # the previous latest.pt, untouched
     assert checkpoint.load(full.target)["counters"]["global_step"] == 64
     assert [p.name for p in full.target.parent.glob(".*")] == []  # no temp file left
+
+
+def one_error(result) -> str:
+    """The run ended with exit code 1 and one error line, no traceback: that line."""
+    assert result.rc == EXIT_TRAINING, result.describe()
+    assert "Traceback" not in result.out + result.err, result.describe()
+    errors = [ln for ln in result.err.splitlines() if ln.startswith("rltrain: error: ")]
+    assert len(errors) == 1, result.describe()
+    return errors[0]
+
+
+@pytest.mark.parametrize("where", ["seed record", "seeds.json"])
+def test_a_disk_full_in_a_trials_own_files_is_one_line(where, tmp_path, monkeypatch, capfd):
+    """A trial's own writes (seed 1's `.hydra/` record before it trains, `seeds.json` after
+    both): one line saying what is kept and what to do (no command resumes a whole trial)."""
+    from omegaconf import OmegaConf
+
+    save, write_text = OmegaConf.save, Path.write_text
+
+    def full_save(config, f, resolve=False):
+        if "seed_1" in str(f):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return save(config, f, resolve)
+
+    def full_text(self, *args, **kwargs):
+        if self.name.startswith(".seeds.json"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_text(self, *args, **kwargs)
+
+    folder = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        if where == "seed record":
+            patch.setattr(OmegaConf, "save", full_save)
+        else:
+            patch.setattr(Path, "write_text", full_text)
+        result = run_cli([*TINY, "seeds_per_trial=2", f"hydra.run.dir={folder}"], tmp_path,
+                         monkeypatch, capfd)
+    assert one_error(result) == (
+        "rltrain: error: disk full while writing the run: the seeds' run folders are kept; free "
+        "space, then train the trial again into another hydra.run.dir (no command resumes a "
+        "whole trial)")
+    assert (folder / "seed_0" / "checkpoints" / "final.pt").is_file()  # seed 0's run, kept
+    assert (folder / "seed_1" / "checkpoints" / "final.pt").is_file() == (where == "seeds.json")
+    assert not (folder / "seeds.json").exists()
+
+
+def test_a_disk_full_in_a_search_says_how_to_continue_the_search(tmp_path, monkeypatch, capfd):
+    """In a `+hpo=` search the line names the command that continues the search, not the
+    resume of the trial's run (which would train that run alone, outside the study)."""
+    pytest.importorskip("optuna")
+    from rltrain.sweep.search import SEARCH
+
+    full = FullDisk("0")  # trial 0's latest.pt
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(checkpoint, "open", full, raising=False)
+            result = run_cli(["+hpo=ppo", *TINY, "hydra.sweeper.n_trials=1",
+                              f"hydra.sweep.dir={tmp_path / 'hpo'}"], tmp_path, monkeypatch, capfd)
+    finally:
+        SEARCH.end()  # the process would exit here: give back its handlers and the study's lock
+    assert full.kept, result.describe()
+    line = one_error(result)
+    assert line.startswith("rltrain: error: disk full while writing the run: the study and its "
+                           "trial folders are kept; free space, then continue the search with: "
+                           "rltrain +hpo=ppo env=CartPole-v1 "), line
+    assert "resume=" not in line and line.endswith(f"hydra.sweep.dir={tmp_path / 'hpo'}"), line
