@@ -6,8 +6,10 @@ runs the same command (`parallel/torchrun.py`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,18 +64,16 @@ def train_command(argv: list[str]) -> None:
     check_writable([*argv, *extra])
     target, created = claim_run_dir([*argv, *extra])
     if target is None:  # a multirun, --help, --cfg ...: each job's Runner guards its own folder
-        sys.argv = [sys.argv[0], *with_overrides(argv, extra)]
-        _train_task()
+        _train_task(with_overrides(argv, extra), SOLO)
         return
     argv = with_run_dir(with_overrides(argv, extra), target)
-    sys.argv = [sys.argv[0], *argv]
-    _train_in(target, created, arg_value(argv, "resume"), budget(argv))
+    _train_in(argv, SOLO, target, created, arg_value(argv, "resume"), budget(argv))
 
 
-def _train_in(target: Path, created: list[Path], resume: str | None,
-              total_timesteps: float | None) -> None:
-    """The training task (`sys.argv`) into `target`, locked before Hydra writes `.hydra/`
-    there and checked (`check_target`). A run that fails before its first step leaves none of
+def _train_in(argv: list[str], collective: Solo, target: Path, created: list[Path],
+              resume: str | None, total_timesteps: float | None) -> None:
+    """The training task of `argv` into `target`, locked before Hydra writes `.hydra/` there
+    and checked (`check_target`). A run that fails before its first step leaves none of
     `created` (the folders this command made): only Hydra's record and the log of a failure
     already on the console would be in them."""
     # start-up: `rltrain list` imports this module; it needs no run folder helpers
@@ -84,7 +84,7 @@ def _train_in(target: Path, created: list[Path], resume: str | None,
         with run_lock(target):
             check_target(target, resume, total_timesteps)
             try:
-                _train_task()
+                _train_task(argv, collective)
             except BaseException:
                 cleared = bool(created) and clear_failed_start(target)
                 raise
@@ -96,41 +96,55 @@ def _train_in(target: Path, created: list[Path], resume: str | None,
 def _train_ranks(argv: list[str], world: World) -> None:
     """One rank of a torchrun job (see `rltrain/parallel/torchrun.py`): rank 0 guards the run folder,
     and removes the folders it created when the job fails before its first step."""
-    global _COLLECTIVE
     # start-up: torch and torch.distributed only under torchrun (`rltrain list` imports this module)
     from rltrain import launch
     from rltrain.target.argv import arg_value, budget
 
-    hydra_args, _COLLECTIVE, target, created = launch.ranks(world, argv)
-    sys.argv = [sys.argv[0], *hydra_args]
+    hydra_args, collective, target, created = launch.ranks(world, argv)
     try:
         if target is None:
-            _train_task()
+            _train_task(hydra_args, collective)
         else:
-            _train_in(target, created, arg_value(hydra_args, "resume"), budget(argv))
+            _train_in(hydra_args, collective, target, created, arg_value(hydra_args, "resume"),
+                      budget(argv))
     except BaseException:  # this rank failed (fail() exits too): leave without waiting
-        _COLLECTIVE.abort()
+        collective.abort()
         raise
-    _COLLECTIVE.close()
+    collective.close()
 
 
-_COLLECTIVE: Solo = SOLO
-"""The ranks of a torchrun job this process belongs to (`SOLO` outside torchrun)."""
-
-
-def _train_task() -> None:
-    """Hand `sys.argv` to Hydra (imported here: `rltrain list` and the error paths before it
-    never pay for it), which calls `_job` once per job."""
+def _train_task(argv: list[str], collective: Solo) -> None:
+    """Hand `argv` to Hydra (imported here: `rltrain list` and the error paths before it never
+    pay for it), which calls `_job` once per job with the ranks of this process's torchrun job
+    (`SOLO` outside torchrun)."""
     # start-up: Hydra only once a command line is checked (`rltrain list` and refusals never pay for it)
     import hydra
 
-    hydra.main(version_base="1.3", config_path="pkg://rltrain.conf", config_name="config")(_job)()
+    def job(cfg: DictConfig) -> float:
+        return _job(cfg, collective)
+
+    app = hydra.main(version_base="1.3", config_path="pkg://rltrain.conf", config_name="config")
+    with _argv(argv):
+        app(job)()
 
 
-def _job(cfg: DictConfig) -> float:
+@contextlib.contextmanager
+def _argv(argv: list[str]) -> Iterator[None]:
+    """`sys.argv` as Hydra reads it (`hydra.main` takes no argument list) while it runs, and
+    the caller's again after: an in-process caller (`rltrain.cli.main([...])`, a test) keeps
+    its own."""
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "rltrain", *argv]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def _job(cfg: DictConfig, collective: Solo) -> float:
     """One training job (a multirun calls it once per job); returns the final eval mean."""
     try:
-        return _run_job(cfg)
+        return _run_job(cfg, collective)
     except (UserError, TrainingError) as exc:
         if debug():
             raise
@@ -138,7 +152,7 @@ def _job(cfg: DictConfig) -> float:
         raise  # unreachable: fail() exits
 
 
-def _run_job(cfg: DictConfig) -> float:
+def _run_job(cfg: DictConfig, collective: Solo) -> float:
     """The job Hydra composed, run by `launch.run` as `rltrain.train()` runs one; exit 128 +
     signal when a signal stopped it (what schedulers read; inside a search, with the line that
     continues the search)."""
@@ -157,7 +171,7 @@ def _run_job(cfg: DictConfig) -> float:
     job = launch.Job(
         Path(hydra.runtime.output_dir), lambda: train_config_of(cfg), list(hydra.overrides.task),
         lambda: OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type,return-value]
-        tune=fit_threads, collective=_COLLECTIVE)
+        tune=fit_threads, collective=collective)
     with search_continues():  # a trial's full disk: the line continues the search
         outcome = launch.run(job, str(cfg.resume) if cfg.get("resume") else None)
     if outcome.signum is not None:  # preempted: tell schedulers
