@@ -88,14 +88,14 @@ def test_help_is_the_text_hydra_writes(argv, monkeypatch, capsys):
     from rltrain.cli import train as cli
     from rltrain.cli.help import app_help
     from rltrain.config.compose import normalize_overrides, register_options
+    from rltrain.parallel.world import SOLO
 
     argv = normalize_overrides(argv)
     register_options(argv)
     ours = app_help([*argv, "--help"])
-    monkeypatch.setattr(sys, "argv", ["rltrain", *argv, "--help"])
     capsys.readouterr()
     with pytest.raises(SystemExit) as exited:
-        cli._train_task()  # Hydra's own --help (its listing takes seconds)
+        cli._train_task([*argv, "--help"], SOLO)  # Hydra's own --help (its listing takes seconds)
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"{ours}\n"
 

@@ -21,6 +21,7 @@ import torch
 from rltrain.checkpoint import format as checkpoint
 from rltrain.evaluation.command import evaluate
 from rltrain.export.command import export_policy
+from tests.e2e.harness import EXIT_USAGE, assert_refused, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
@@ -54,7 +55,7 @@ def weights(path: Path) -> dict[str, torch.Tensor]:
     return checkpoint.load(path)["algo"]["policy"]
 
 
-def test_two_ranks_train_one_run_in_one_folder_and_resume_exactly(tmp_path):
+def test_two_ranks_train_one_run_in_one_folder_and_resume_exactly(tmp_path, monkeypatch, capfd):
     done = torchrun(2, ["-m", "rltrain", *PPO, "total_timesteps=1024", "checkpoint.freq=512"],
                     tmp_path)
     assert done.returncode == 0, failure(done)
@@ -77,13 +78,10 @@ def test_two_ranks_train_one_run_in_one_folder_and_resume_exactly(tmp_path):
     for name in ("final.pt", "latest.pt", "best.pt", "step_000001024.pt"):
         (copy / "checkpoints" / name).unlink(missing_ok=True)
     half = copy / "checkpoints" / "step_000000512.pt"
-    # another world size is refused in one line, before anything runs
-    plain = subprocess.run([sys.executable, "-m", "rltrain", f"resume={half}"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert plain.returncode == 2
-    assert "was written by 2 ranks; resuming with 1" in plain.stderr
-    assert "Traceback" not in plain.stderr
+    # another world size is refused in one line, before anything runs (a plain `rltrain`: the
+    # entry point in-process, as tests/e2e/harness.py runs refusals)
+    plain = run_cli([f"resume={half}"], tmp_path, monkeypatch, capfd)
+    assert_refused(plain, EXIT_USAGE, "was written by 2 ranks; resuming with 1")
     again = torchrun(2, ["-m", "rltrain", f"resume={half}"], tmp_path)
     assert again.returncode == 0, failure(again)
     resumed = weights(copy / "checkpoints" / "final.pt")
@@ -112,12 +110,10 @@ def test_ranks_stay_equal_and_agree_on_every_stop(mode, tmp_path):
             "counters"]["global_step"] == 3 * 128
 
 
-def test_world_size_one_under_torchrun_logs_what_a_plain_run_logs(tmp_path):
+def test_world_size_one_under_torchrun_logs_what_a_plain_run_logs(tmp_path, monkeypatch, capfd):
     args = [*PPO, "total_timesteps=256", "seed=3"]
-    plain = subprocess.run([sys.executable, "-m", "rltrain", *args, "hydra.run.dir=plain"],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
-    assert plain.returncode == 0, failure(plain)
+    plain = run_cli([*args, "hydra.run.dir=plain"], tmp_path, monkeypatch, capfd)  # in-process
+    assert plain.rc == 0, plain.describe()
     one = torchrun(1, ["-m", "rltrain", *args, "hydra.run.dir=one"], tmp_path)
     assert one.returncode == 0, failure(one)
 
