@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 
+from rltrain.text import first_line
+
 log = logging.getLogger("rltrain")
 
 BACKGROUND_FROM = 50_000
@@ -249,6 +251,5 @@ def _next(inbox: Any) -> Any:
 
 
 def _one_line(exc: Exception) -> str:
-    """`exc` as `Type: first line of its message`."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
+    """`exc` as `Type: first line of its message` (`rltrain.text.first_line`)."""
+    return f"{type(exc).__name__}: {first_line(exc) if str(exc).strip() else ''}"
