@@ -17,7 +17,7 @@ from torch import nn
 
 from rltrain import obs as obs_ops
 from rltrain.algos.configs.base import OffPolicyConfig, OnPolicyConfig, SDEConfig
-from rltrain.algos.optim import Optimizer, clip_grad_norm, grad_norm
+from rltrain.algos.optim import Optimizer, clip_grad_norm, clip_grad_norm_per_seed, grad_norm
 from rltrain.errors import UserError
 from rltrain.nets.actor_critic import ActorCritic
 from rltrain.nets.recurrent import RecurrentActorCritic
@@ -190,17 +190,15 @@ def off_policy_lr(cfg: OffPolicyConfig, lr: float, global_step: int) -> float:
     return now if lr == cfg.lr else lr * now / cfg.lr
 
 
-def decay_lrs(algo: Any, global_step: int, assign: Callable[[Any, float], None] | None = None
-              ) -> Metrics:
+def decay_lrs(algo: Any, global_step: int) -> Metrics:
     """Before an update's steps: set each optimizer in `algo.start_lrs` ({attribute name:
     starting rate}) to its rate at `global_step` (`off_policy_lr`). Returns the metric
-    `train/learning_rate` (`lr`'s rate); nothing is set or returned at a constant rate.
-    `assign(optimizer, lr)` replaces `set_lr` for a seed batch's optimizers."""
+    `train/learning_rate` (`lr`'s rate); nothing is set or returned at a constant rate."""
     cfg = algo.cfg
     if cfg.lr_decay_steps <= 0:
         return {}
     for name, lr in algo.start_lrs.items():
-        (assign or set_lr)(getattr(algo, name), off_policy_lr(cfg, lr, global_step))
+        set_lr(getattr(algo, name), off_policy_lr(cfg, lr, global_step))
     return {"train/learning_rate": off_policy_lr(cfg, cfg.lr, global_step)}
 
 
@@ -212,13 +210,20 @@ def set_lr(optimizer: Optimizer, lr: float) -> None:
 
 def grad_norm_step(optimizer: Optimizer, params: list[torch.Tensor],
                    max_grad_norm: float | None,
-                   average: Callable[[list[torch.Tensor]], None] | None = None) -> torch.Tensor:
+                   average: Callable[[list[torch.Tensor]], None] | None = None,
+                   active: list[bool] | None = None) -> torch.Tensor:
     """Average the gradients over the ranks of a data-parallel run (`average`, in place: one
     flat all-reduce), clip them (when `max_grad_norm` is set), step, and return the pre-clip
     norm. The norm stays a (detached, 0-d) tensor on the device, so callers decide when to sync.
+    A seed batch's optimizer (`seeds` set) clips each seed to its own norm, returns the norms
+    `[S]` and steps the `active` seeds (None: all).
     """
     if average is not None:
         average([p.grad for p in params if p.grad is not None])
+    if getattr(optimizer, "seeds", None) is not None:
+        norm = clip_grad_norm_per_seed(params, max_grad_norm)
+        optimizer.step(active)
+        return norm
     if max_grad_norm is not None and max_grad_norm > 0:
         norm = clip_grad_norm(params, max_grad_norm)
     else:

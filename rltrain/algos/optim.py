@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from rltrain.errors import UserError
+
 
 class LazyOptimizer:
     """A torch optimizer built on its first use: a step, its state or its learning rate. Every
@@ -56,15 +58,25 @@ class _LeanOptimizer:
     """One parameter group and per-parameter state in `torch.optim`'s layout (`param_groups`,
     `state`, `state_dict()`, `load_state_dict()`), without `torch.optim`. A subclass names its
     options (`defaults`), the state tensors of a parameter (`MOMENTS`) and the options it keeps
-    at their plain values (`PLAIN`, refused in a loaded state), and implements `step`."""
+    at their plain values (`PLAIN`, refused in a loaded state), and implements `step`.
+
+    With `seeds=S` the parameters are a seed batch's, stacked `[S, ...]` (`nets/seeded.py`):
+    the moments are stacked alike, each seed keeps its own step count (`steps`, on the host: a
+    seed whose PPO epochs stopped early sits steps out, `step(active)`), and seed k's state
+    reads and loads in a single run's layout (`seed_state_dict(k)`, `load_seed_state_dict`),
+    so a seed's checkpoint is its single run's."""
 
     MOMENTS: tuple[str, ...] = ()
     PLAIN: dict[str, Any] = {}
 
-    def __init__(self, params: list[torch.Tensor], defaults: dict[str, Any]):
+    def __init__(self, params: list[torch.Tensor], defaults: dict[str, Any],
+                 seeds: int | None = None):
         self.defaults = defaults
         self.param_groups: list[dict[str, Any]] = [{**defaults, "params": list(params)}]
         self.state: defaultdict[torch.Tensor, dict[str, torch.Tensor]] = defaultdict(dict)
+        self.seeds = seeds
+        self.steps = torch.zeros(seeds or 0, dtype=torch.float64)
+        """Each seed's step count (seed batches only; a single run's is in `state`)."""
 
     def _live(self) -> list[list[torch.Tensor]]:
         """The parameters that have a gradient, by device and dtype."""
@@ -76,13 +88,52 @@ class _LeanOptimizer:
         return torch.device("cpu")
 
     def _state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
-        """`p`'s state, made as torch makes it before the first step."""
+        """`p`'s state, made as torch makes it before the first step (a seed batch's without
+        "step": its counts are `steps`)."""
         state = self.state[p]
         if not state:
-            state["step"] = torch.zeros((), dtype=torch.float32, device=self._step_device(p))
+            if self.seeds is None:
+                state["step"] = torch.zeros((), dtype=torch.float32, device=self._step_device(p))
             for name in self.MOMENTS:
                 state[name] = torch.zeros_like(p, memory_format=torch.preserve_format)
         return state
+
+    def seed_state_dict(self, k: int) -> dict[str, Any]:
+        """Seed k's state in a single run's `state_dict()` layout (seed batches only)."""
+        params = self.param_groups[0]["params"]
+        group = {key: v for key, v in self.param_groups[0].items() if key != "params"}
+        state = {}
+        for i, p in enumerate(params):
+            if self.state.get(p):
+                state[i] = {"step": torch.tensor(float(self.steps[k]), dtype=torch.float32,
+                                                 device=self._step_device(p)),
+                            **{name: self.state[p][name][k].clone(
+                                memory_format=torch.contiguous_format) for name in self.MOMENTS}}
+        return {"state": state, "param_groups": [{**group, "params": list(range(len(params)))}]}
+
+    @torch.no_grad()
+    def load_seed_state_dict(self, k: int, saved: dict[str, Any]) -> None:
+        """Load seed k's state from a single run's `state_dict()` (this class's or torch's);
+        a fresh one (no state) leaves seed k's moments and count as they are."""
+        params = self.param_groups[0]["params"]
+        if len(saved["param_groups"][0]["params"]) != len(params):
+            raise ValueError("the saved optimizer state does not match this network's parameters")
+        positions = {saved_id: i for i, saved_id in enumerate(saved["param_groups"][0]["params"])}
+        for key, values in saved["state"].items():
+            p = params[positions[key]]
+            state = self._state(p)
+            for name in self.MOMENTS:
+                state[name][k].copy_(values[name])
+            self.steps[k] = float(values["step"])
+
+    def copy_to(self, k: int, optimizer: Any) -> None:
+        """Seed k's state and learning rate into `optimizer`, its single run's own."""
+        optimizer.load_state_dict(self.seed_state_dict(k))
+
+    def copy_from(self, k: int, optimizer: Any) -> None:
+        """Seed k's state and learning rate from `optimizer`, its single run's own."""
+        self.load_seed_state_dict(k, optimizer.state_dict())
+        self.param_groups[0]["lr"] = optimizer.param_groups[0]["lr"]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every gradient (`set_to_none=False`: zero them in place)."""
@@ -137,17 +188,21 @@ class FusedAdam(_LeanOptimizer):
              "decoupled_weight_decay": False}
 
     def __init__(self, params: list[torch.Tensor], lr: float, eps: float = 1e-8,
-                 betas: tuple[float, float] = (0.9, 0.999)):
+                 betas: tuple[float, float] = (0.9, 0.999), seeds: int | None = None):
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, **self.PLAIN,
                                   "foreach": None, "capturable": False, "differentiable": False,
-                                  "fused": True})
+                                  "fused": True}, seeds)
 
     def _step_device(self, p: torch.Tensor) -> torch.device:
         return p.device  # fused: the counter lives with the parameter
 
     @torch.no_grad()
-    def step(self) -> None:
-        """One Adam step of every parameter that has a gradient (the others keep their state)."""
+    def step(self, active: list[bool] | None = None) -> None:
+        """One Adam step of every parameter that has a gradient (the others keep their state);
+        a seed batch's: of the `active` seeds (None: all), `seed_adam_step`."""
+        if self.seeds is not None:
+            seed_adam_step(self, active)
+            return
         group = self.param_groups[0]
         beta1, beta2 = group["betas"]
         for params in self._live():
@@ -167,24 +222,32 @@ class RMSprop(_LeanOptimizer):
     MOMENTS = ("square_avg",)
     PLAIN = {"momentum": 0, "centered": False, "weight_decay": 0, "maximize": False}
 
-    def __init__(self, params: list[torch.Tensor], lr: float, alpha: float, eps: float):
+    def __init__(self, params: list[torch.Tensor], lr: float, alpha: float, eps: float,
+                 seeds: int | None = None):
         super().__init__(params, {"lr": lr, "momentum": 0, "alpha": alpha, "eps": eps,
                                   "centered": False, "weight_decay": 0, "capturable": False,
-                                  "foreach": None, "maximize": False, "differentiable": False})
+                                  "foreach": None, "maximize": False, "differentiable": False},
+                         seeds)
 
     @torch.no_grad()
-    def step(self) -> None:
-        """square_avg ← α square_avg + (1 − α) g²; θ ← θ − lr g / (√square_avg + ε)."""
+    def step(self, active: list[bool] | None = None) -> None:
+        """square_avg ← α square_avg + (1 − α) g²; θ ← θ − lr g / (√square_avg + ε) (a seed
+        batch's: every seed at once; A2C takes one step per rollout, so all are `active`)."""
+        if active is not None and not all(active):
+            raise ValueError("RMSprop steps every seed of a batch together")
         group = self.param_groups[0]
+        if self.seeds is not None:
+            self.steps += 1
         for params in self._live():
             states = [self._state(p) for p in params]
-            torch._foreach_add_([s["step"] for s in states], 1)
+            if self.seeds is None:
+                torch._foreach_add_([s["step"] for s in states], 1)
             rmsprop_(params, [p.grad for p in params], [s["square_avg"] for s in states],
                      group["lr"], group["alpha"], group["eps"])
 
 
 # ---- the arithmetic of each optimizer step, written once: a single run's optimizers above and
-# a seed batch's (`seeds/optim.py`, over parameters stacked [S, ...]) both call these ----------
+# a seed batch's (`seed_adam_step` below, over parameters stacked [S, ...]) both call these -----
 
 def fused_adam_(params: list[torch.Tensor], grads: list[torch.Tensor],
                 exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
@@ -296,3 +359,135 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     total = grad_norm(grads)
     torch._foreach_mul_(grads, clip_scale(max_norm, total))
     return total
+
+
+# ---- a seed batch's steps: parameters stacked [S, ...] (`nets/seeded.py`), one norm, clip
+# factor and Adam step count per seed; the arithmetic is the kernels above ------------------
+
+def stacked_optimizer(params: list[torch.Tensor], optimizers: list[Any]) -> FusedAdam | RMSprop:
+    """The optimizer of a seed batch's stacked `params`: the kind, options and state of the
+    seeds' own optimizers (`optimizers[k]`, seed k's, a single run's each)."""
+    first = getattr(optimizers[0], "built", optimizers[0])
+    group = first.param_groups[0]
+    if isinstance(first, RMSprop | torch.optim.RMSprop):
+        if group["momentum"] or group["centered"] or group["weight_decay"]:
+            raise ValueError("a seed batch's RMSprop has no momentum, centering or weight decay")
+        stacked: FusedAdam | RMSprop = RMSprop(params, group["lr"], group["alpha"], group["eps"],
+                                               seeds=len(optimizers))
+    elif isinstance(first, FusedAdam | torch.optim.Adam):
+        stacked = FusedAdam(params, group["lr"], group["eps"], group["betas"],
+                            seeds=len(optimizers))
+    else:
+        raise UserError(f"num_seeds > 1 cannot batch a {type(first).__name__} optimizer; "
+                        "use num_seeds=1")
+    for k, optimizer in enumerate(optimizers):
+        stacked.copy_from(k, optimizer)
+    return stacked
+
+
+def _per_seed(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """`x` `[S]` shaped to broadcast over `like` `[S, ...]`."""
+    return x.view(-1, *([1] * (like.dim() - 1)))
+
+
+@torch.no_grad()
+def clip_grad_norm_per_seed(params: list[torch.Tensor], max_norm: float | None) -> torch.Tensor:
+    """Each seed's global gradient norm `[S]` (before clipping) over stacked `params`; when
+    `max_norm` is set, each seed's gradients scaled by `clip_scale`, as `clip_grad_norm` does."""
+    grads = [p.grad for p in params if p.grad is not None]
+    norms = torch.stack([torch.linalg.vector_norm(g, dim=tuple(range(1, g.dim())))
+                         for g in grads])  # no flatten: Linear weights are strided
+    total = torch.linalg.vector_norm(norms, dim=0)
+    if max_norm is not None and max_norm > 0:
+        scale = clip_scale(max_norm, total)
+        for g in grads:
+            g.mul_(_per_seed(scale, g))
+    return total
+
+
+def _contiguous_view(t: torch.Tensor) -> torch.Tensor | None:
+    """`t`, or its last two dimensions swapped where that view is contiguous; None otherwise."""
+    if t.is_contiguous():
+        return t
+    swapped = t.transpose(-1, -2)
+    return swapped if swapped.is_contiguous() else None
+
+
+def seed_adam_step(opt: FusedAdam, active: list[bool] | None) -> None:
+    """One Adam step of every `active` seed (None: all) of a seed batch's `FusedAdam`: torch's
+    fused kernel, what each seed's single run steps with, over the stacked tensors while every
+    seed is in step (one count), else over the active seeds' own slices with their own counts
+    (a KL stop left a seed behind); foreach arithmetic where this torch build has no fused
+    kernel (torch < 2.4 on the CPU)."""
+    active = [True] * len(opt.steps) if active is None else active
+    in_step = all(active) and bool((opt.steps == opt.steps[0]).all())
+    seeds = None if in_step else [k for k, on in enumerate(active) if on]
+    if seeds == [] or _seed_fused(opt, seeds):
+        return
+    _seed_foreach(opt, active)
+
+
+def _seed_live(opt: FusedAdam) -> tuple[list[torch.Tensor], ...]:
+    """(params, grads, exp_avgs, exp_avg_sqs) of the stacked parameters that have a gradient."""
+    params = [p for p in opt.param_groups[0]["params"] if p.grad is not None]
+    states = [opt._state(p) for p in params]
+    return (params, [p.grad for p in params], [s["exp_avg"] for s in states],
+            [s["exp_avg_sq"] for s in states])
+
+
+def _seed_fused(opt: FusedAdam, seeds: list[int] | None) -> bool:
+    """The fused kernel over the stacked tensors with one step count (`seeds` None: every seed
+    in step), or over the slices of `seeds` with each seed's own count. False where this torch
+    build has no such kernel."""
+    live = _seed_live(opt)
+    if not live[0] or not hasattr(torch, "_fused_adam_"):
+        return False
+    if seeds is not None:  # per seed: [p[k] for each seed k, for each parameter p]
+        live = tuple([t[k] for k in seeds for t in tensors] for tensors in live)
+    # the kernel copies a strided tensor to a contiguous one (and back): hand it the contiguous
+    # view of each transposed Linear weight (`seeded.stack_seeds`) instead. Adam is elementwise,
+    # so that is the same step where a parameter, its gradient and its moments share one layout
+    # (autograd gives a leaf its own strides; a gradient set by hand may differ: then foreach)
+    if any(len({t.stride() for t in group}) > 1 for group in zip(*live, strict=True)):
+        return False
+    views = [[_contiguous_view(t) for t in tensors] for tensors in live]
+    if any(v is None for tensors in views for v in tensors):
+        return False
+    params, grads, ms, vs = views
+    device = params[0].device
+    # the kernel reads the incremented step, on the parameters' device (as FusedAdam keeps it):
+    # one for all when in step, else each seed's own for each of its tensors
+    counts = [float(opt.steps[0])] if seeds is None else [float(opt.steps[k]) for k in seeds]
+    per_count = len(params) // len(counts)
+    steps = [step for c in counts for step in [torch.tensor(c + 1.0, device=device)] * per_count]
+    group = opt.param_groups[0]
+    try:
+        fused_adam_(params, grads, ms, vs, steps, group["lr"], group["betas"], group["eps"])
+    except (RuntimeError, NotImplementedError):  # no fused kernel here
+        return False
+    if seeds is None:
+        opt.steps += 1
+    else:
+        opt.steps[seeds] += 1
+    return True
+
+
+def _seed_foreach(opt: FusedAdam, active: list[bool]) -> None:
+    """Adam's arithmetic as foreach calls over the stacked tensors, with per-seed step sizes;
+    a seed not `active` keeps its parameters and moments."""
+    group = opt.param_groups[0]
+    on = torch.tensor(active)
+    frozen = [k for k, a in enumerate(active) if not a]
+    params, grads, ms, vs = _seed_live(opt)
+    kept = [(p[frozen].clone(), m[frozen].clone(), v[frozen].clone())
+            for p, m, v in zip(params, ms, vs, strict=True)] if frozen else []
+    opt.steps += on.to(opt.steps.dtype)
+    beta1, beta2 = group["betas"]
+    steps = opt.steps.clamp(min=1.0)  # a frozen seed that never stepped: any value will do
+    step_size = (group["lr"] / (1 - beta1 ** steps)).to(torch.float32)
+    bias2_sqrt = (1 - beta2 ** steps).sqrt().to(torch.float32)
+    step_size, bias2_sqrt = (t.to(params[0].device) for t in (step_size, bias2_sqrt))
+    foreach_adam_(params, grads, ms, vs, [_per_seed(step_size, m) for m in ms],
+                  [_per_seed(bias2_sqrt, v) for v in vs], group["betas"], group["eps"])
+    for (p0, m0, v0), p, m, v in zip(kept, params, ms, vs, strict=False):
+        p[frozen], m[frozen], v[frozen] = p0, m0, v0

@@ -110,11 +110,15 @@ class SquashedGaussianActor(nn.Module):
         h = self.body(encode(self.encoder, obs))
         return torch.tanh(self._params(h)[0] + self.sde.noise(h))
 
-    def forward(self, obs: torch.Tensor,
-                deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """(action [B, A] in [-1, 1], log π(action) [B]); reparameterized, so differentiable."""
+    def forward(self, obs: torch.Tensor, deterministic: bool = False,
+                noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(action [B, A] in [-1, 1], log π(action) [B]); reparameterized, so differentiable.
+        `noise`: the standard normal draws ε of u = μ + σ ε (a seed batch draws each seed's from
+        its own stream), else fresh ones."""
         mean, log_std = self.dist_params(obs)
-        u = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
+        if not deterministic and noise is None:
+            noise = torch.randn_like(mean)
+        u = mean if deterministic else mean + log_std.exp() * noise
         return torch.tanh(u), squashed_gaussian_log_prob(u, mean, log_std)
 
     @torch.no_grad()
@@ -199,9 +203,14 @@ class QEnsemble(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Q_i(obs, action) for every critic i, shape [n, B] ([n, B, outputs] with outputs > 1)."""
+        """Q_i(obs, action) for every critic i, shape [n, B] ([n, B, outputs] with outputs > 1);
+        a seed batch's (`nets/seeded.py`) `[S, n, B]` from `[S, B, ...]`, each seed's critics
+        one block of the `[S * n, ...]` batched products."""
         x = torch.cat([encode(self.encoder, obs), action], dim=-1)
-        q = self.net(x.unsqueeze(0).expand(self.n, -1, -1))
+        lead, rows = x.shape[:-2], x.shape[-2:]
+        x = x.unsqueeze(-3).expand(*lead, self.n, *rows).reshape(-1, *rows)  # [n, B, F] alone
+        q = self.net(x)
+        q = q.view(*lead, self.n, *q.shape[1:])
         return q.squeeze(-1) if self.outputs == 1 else q
 
 

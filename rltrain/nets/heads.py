@@ -212,5 +212,6 @@ class GaussianHead(PolicyHead):
         self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
 
     def forward(self, features: torch.Tensor) -> DiagGaussianDist:
-        log_std = self.log_std.clamp(self.log_std_min, self.log_std_max)
+        # [A] (a seed batch's [S, A]) broadcast over the rows of the batch
+        log_std = self.log_std.clamp(self.log_std_min, self.log_std_max).unsqueeze(-2)
         return DiagGaussianDist(self.mean(features), log_std)

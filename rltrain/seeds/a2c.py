@@ -12,9 +12,8 @@ import math
 import torch
 
 from rltrain.algos.a2c import a2c_loss
-from rltrain.algos.base import explained_variance, normalized, on_policy_lr
+from rltrain.algos.base import explained_variance, grad_norm_step, normalized, on_policy_lr, set_lr
 from rltrain.seeds.actor_critic import SeedActorCritic
-from rltrain.seeds.optim import clip_per_seed
 from rltrain.types import Metrics, RolloutBatch
 
 _METRICS = ("train/policy_loss", "train/value_loss", "train/entropy_loss", "train/grad_norm",
@@ -27,7 +26,8 @@ class SeedA2C(SeedActorCritic):
     def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> list[Metrics]:
         """−E[A log π] + c_v (R − V)² − c_e H per seed, one clipped step each."""
         cfg = self.cfg
-        self.optimizer.lr = lr = on_policy_lr(cfg, progress_remaining)
+        lr = on_policy_lr(cfg, progress_remaining)
+        set_lr(self.optimizer, lr)
         adv = batch.advantages
         if cfg.normalize_advantage:  # each seed's own moments
             adv = normalized(adv)
@@ -36,8 +36,7 @@ class SeedA2C(SeedActorCritic):
             dist.log_prob(batch.actions), adv, values, batch.returns, dist.entropy(), cfg)  # [S]
         self.optimizer.zero_grad()
         loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
-        norms = clip_per_seed(self.params, cfg.max_grad_norm)
-        self.optimizer.step([True] * len(self.members))
+        norms = grad_norm_step(self.optimizer, self.params, cfg.max_grad_norm)
         rows = torch.stack([policy_loss, value_loss, -entropy, norms, loss], 1).detach().tolist()
         stds = self.stds()
         out = []

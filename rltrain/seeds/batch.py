@@ -14,11 +14,11 @@ from rltrain.config.catalog import ALGORITHMS
 from rltrain.envs.rows import SharedRows
 from rltrain.envs.trust import resume_command
 from rltrain.errors import EnvError, TrainingError
+from rltrain.nets.seeded import NotStackable
 from rltrain.runner.context import LoopContext
 from rltrain.runner.runner import Runner
 from rltrain.seeds.members import OffPolicyMembers, OnPolicyMembers
 from rltrain.seeds.rng import SeedStreams
-from rltrain.seeds.stacked import NotStackable
 from rltrain.types import StepResult
 
 log = logging.getLogger("rltrain")

@@ -13,12 +13,13 @@ import torch
 from rltrain.algos.base import decay_lrs
 from rltrain.algos.ddpg import DDPG, ddpg_target
 from rltrain.algos.off_policy_steps import critic_step, deterministic_actor_step, polyak_update
+from rltrain.algos.optim import stacked_optimizer
 from rltrain.algos.td3 import TD3, smoothed, td3_target
 from rltrain.errors import UserError
+from rltrain.nets import seeded
 from rltrain.nets.continuous import add_gaussian_noise
-from rltrain.seeds.optim import SeedAdam, set_seed_lr
+from rltrain.nets.seeded import stack_modules
 from rltrain.seeds.rng import SeedStreams
-from rltrain.seeds.stacked import StackedDeterministicActor, StackedEnsembleQ
 from rltrain.types import Metrics, TransitionBatch
 
 
@@ -32,15 +33,15 @@ class SeedDeterministic:
             raise UserError(f"a {self.kind.__name__} seed batch needs {self.kind.__name__} members")
         self.members, self.streams = members, streams
         self.cfg, self.action_dim = members[0].cfg, members[0].spec.action_dim
-        self.actor = StackedDeterministicActor([m.actor for m in members])
-        self.actor_target = StackedDeterministicActor([m.actor_target for m in members],
-                                                      requires_grad=False)
-        self.critic = StackedEnsembleQ([m.critic for m in members])
-        self.critic_target = StackedEnsembleQ([m.critic_target for m in members],
-                                              requires_grad=False)
-        self.actor_optimizer = SeedAdam(self.actor.parameters(), [m.actor_optimizer for m in members])
-        self.critic_optimizer = SeedAdam(self.critic.parameters(),
-                                         [m.critic_optimizer for m in members])
+        self.actor = stack_modules([m.actor for m in members])
+        self.actor_target = stack_modules([m.actor_target for m in members], requires_grad=False)
+        self.critic = stack_modules([m.critic for m in members])
+        self.critic_target = stack_modules([m.critic_target for m in members],
+                                           requires_grad=False)
+        self.actor_optimizer = stacked_optimizer(list(self.actor.parameters()),
+                                                 [m.actor_optimizer for m in members])
+        self.critic_optimizer = stacked_optimizer(list(self.critic.parameters()),
+                                                  [m.critic_optimizer for m in members])
         self.everyone = [True] * len(members)
         self.start_lrs = members[0].start_lrs
 
@@ -60,7 +61,7 @@ class SeedDeterministic:
     def _actor_step(self, obs: torch.Tensor) -> torch.Tensor:
         """−Q1(s, μ(s)) per seed `[S]`; one Adam step of every actor (critics get no gradient)."""
         return deterministic_actor_step(self.actor, self.critic, self.actor_optimizer, obs,
-                                        self.actor.parameters())
+                                        list(self.actor.parameters()))
 
     def _soft_update_targets(self) -> None:
         polyak_update(self.critic_target, self.critic, self.cfg.tau)
@@ -69,10 +70,8 @@ class SeedDeterministic:
     def sync(self) -> None:
         """Copy each seed's networks, targets and optimizers into its member."""
         for k, algo in enumerate(self.members):
-            self.actor.copy_to(k, algo.actor)
-            self.actor_target.copy_to(k, algo.actor_target)
-            self.critic.copy_to(k, algo.critic)
-            self.critic_target.copy_to(k, algo.critic_target)
+            for name in ("actor", "actor_target", "critic", "critic_target"):
+                seeded.copy_to(getattr(self, name), k, getattr(algo, name))
             self.actor_optimizer.copy_to(k, algo.actor_optimizer)
             self.critic_optimizer.copy_to(k, algo.critic_optimizer)
 
@@ -90,7 +89,7 @@ class SeedTD3(SeedDeterministic):
     def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
         """Twin-critic step; every `policy_delay`-th call the actor step and target updates."""
         cfg = self.cfg
-        rates = decay_lrs(self, global_step, set_seed_lr)
+        rates = decay_lrs(self, global_step)
         with torch.no_grad():
             next_action = self.actor_target(batch.next_obs)
             next_action = smoothed(next_action, self.streams.draw("normal", next_action.shape[1:]),
@@ -119,7 +118,7 @@ class SeedDDPG(SeedDeterministic):
 
     def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
         """One critic step, one actor step, then a soft update of both targets."""
-        rates = decay_lrs(self, global_step, set_seed_lr)
+        rates = decay_lrs(self, global_step)
         y = ddpg_target(self.critic_target, self.actor_target, batch, self.cfg.gamma)
         losses, q = critic_step(self.critic, self.critic_optimizer, batch, y)  # [S, 1], [S, 1, B]
         actor_loss = self._actor_step(batch.obs)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import torch
 
+from rltrain.algos.base import grad_norm_step, set_lr
 from rltrain.algos.dqn import DQN, dqn_loss, dqn_target, update_target_
+from rltrain.algos.optim import stacked_optimizer
 from rltrain.errors import UserError
+from rltrain.nets import seeded
 from rltrain.nets.q import masked_argmax
-from rltrain.seeds.optim import SeedAdam, clip_per_seed
+from rltrain.nets.seeded import stack_modules
 from rltrain.seeds.rng import SeedStreams
-from rltrain.seeds.stacked import StackedQ
 from rltrain.types import Metrics, TransitionBatch
 
 
@@ -29,10 +31,10 @@ class SeedDQN:
             raise UserError("a DQN seed batch needs DQN members")
         self.members, self.streams = members, streams
         self.cfg, self.n_actions = members[0].cfg, members[0].spec.action_dim
-        self.q = StackedQ([m.q_net for m in members])
-        self.q_target = StackedQ([m.q_target for m in members], requires_grad=False)
-        self.params = self.q.parameters()
-        self.optimizer = SeedAdam(self.params, [m.optimizer for m in members])
+        self.q = stack_modules([m.q_net for m in members])
+        self.q_target = stack_modules([m.q_target for m in members], requires_grad=False)
+        self.params = list(self.q.parameters())
+        self.optimizer = stacked_optimizer(self.params, [m.optimizer for m in members])
         self.next_target_update = members[0].next_target_update
 
     def random_actions(self, num_envs: int, masks: torch.Tensor | None = None) -> torch.Tensor:
@@ -61,14 +63,14 @@ class SeedDQN:
         """One Huber-loss step of every seed on its own minibatch (`batch` fields `[S, B, ...]`),
         then the target update when due; one metrics dict per seed."""
         cfg = self.cfg
-        self.optimizer.lr = lr = self.members[0].learning_rate(global_step)
+        lr = self.members[0].learning_rate(global_step)
+        set_lr(self.optimizer, lr)
         target = dqn_target(self.q, self.q_target, batch, cfg)
         loss, q = dqn_loss(self.q, batch, target)  # [S]
         self.optimizer.zero_grad()
         loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
-        norms = clip_per_seed(self.params, cfg.max_grad_norm)
-        self.optimizer.step([True] * len(self.members))
-        self.next_target_update = update_target_(self.q_target.parameters(), self.q.parameters(),
+        norms = grad_norm_step(self.optimizer, self.params, cfg.max_grad_norm)
+        self.next_target_update = update_target_(list(self.q_target.parameters()), list(self.q.parameters()),
                                                  cfg, global_step, self.next_target_update)
         rows = torch.stack([loss.detach(), q.detach().mean(-1), target.mean(-1), norms], 1).tolist()
         eps = self.members[0].epsilon(global_step)
@@ -79,7 +81,7 @@ class SeedDQN:
     def sync(self) -> None:
         """Copy each seed's networks, optimizer state and target counter into its member."""
         for k, algo in enumerate(self.members):
-            self.q.copy_to(k, algo.q_net)
-            self.q_target.copy_to(k, algo.q_target)
+            seeded.copy_to(self.q, k, algo.q_net)
+            seeded.copy_to(self.q_target, k, algo.q_target)
             self.optimizer.copy_to(k, algo.optimizer)
             algo.next_target_update = self.next_target_update

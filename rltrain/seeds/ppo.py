@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from rltrain.algos.base import explained_variance, normalized, on_policy_lr
+from rltrain.algos.base import explained_variance, grad_norm_step, normalized, on_policy_lr, set_lr
 from rltrain.algos.ppo import KL_INDEX, MINIBATCH_METRICS, kl_stops, ppo_loss
 from rltrain.seeds.actor_critic import SeedActorCritic
-from rltrain.seeds.optim import clip_per_seed
 from rltrain.types import Metrics, RolloutBatch
 
 
@@ -27,7 +26,8 @@ class SeedPPO(SeedActorCritic):
         """Minibatch epochs over each seed's rollout (`batch` fields `[S, B, ...]`); one
         metrics dict per seed, as that seed's `PPO.update` would return it."""
         cfg, seeds = self.cfg, len(self.members)
-        self.optimizer.lr = lr = on_policy_lr(cfg, progress_remaining)
+        lr = on_policy_lr(cfg, progress_remaining)
+        set_lr(self.optimizer, lr)
         size = batch.advantages.shape[1]
         active = [True] * seeds  # a seed whose KL stopped its epochs sits out the rest
         rows: list[torch.Tensor] = []  # [S, len(MINIBATCH_METRICS)] per minibatch step
@@ -63,8 +63,7 @@ class SeedPPO(SeedActorCritic):
                                returns, dist.entropy(), cfg)  # [S] each
         self.optimizer.zero_grad()
         loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
-        norms = clip_per_seed(self.params, cfg.max_grad_norm)
-        self.optimizer.step(active)
+        norms = grad_norm_step(self.optimizer, self.params, cfg.max_grad_norm, active=active)
         return torch.stack([*parts, norms, loss], dim=1).detach()
 
     def _metrics(self, batch: RolloutBatch, rows: torch.Tensor, took: torch.Tensor,

@@ -14,11 +14,12 @@ import torch
 
 from rltrain.algos.base import decay_lrs
 from rltrain.algos.off_policy_steps import critic_step, entropy_actor_step, polyak_update
+from rltrain.algos.optim import stacked_optimizer
 from rltrain.algos.sac import SAC, sac_target
 from rltrain.errors import UserError
-from rltrain.seeds.optim import SeedAdam, set_seed_lr
+from rltrain.nets import seeded
+from rltrain.nets.seeded import stack_modules
 from rltrain.seeds.rng import SeedStreams
-from rltrain.seeds.stacked import StackedActor, StackedEnsembleQ
 from rltrain.types import Metrics, TransitionBatch
 
 
@@ -32,15 +33,17 @@ class SeedSAC:
             raise UserError("num_seeds > 1 does not batch gSDE (algo.use_sde) yet; use num_seeds=1")
         self.members, self.streams = members, streams
         self.cfg, self.action_dim = members[0].cfg, members[0].spec.action_dim
-        self.actor = StackedActor([m.actor for m in members])
-        self.critic = StackedEnsembleQ([m.critic for m in members])
-        self.critic_target = StackedEnsembleQ([m.critic_target for m in members], requires_grad=False)
+        self.actor = stack_modules([m.actor for m in members])
+        self.critic = stack_modules([m.critic for m in members])
+        self.critic_target = stack_modules([m.critic_target for m in members], requires_grad=False)
         self.log_alpha = torch.stack([m.log_alpha.detach() for m in members]).requires_grad_(
             self.cfg.autotune_alpha)
-        self.actor_optimizer = SeedAdam(self.actor.parameters(), [m.actor_optimizer for m in members])
-        self.critic_optimizer = SeedAdam(self.critic.parameters(),
-                                         [m.critic_optimizer for m in members])
-        self.alpha_optimizer = SeedAdam([self.log_alpha], [m.alpha_optimizer for m in members])
+        self.actor_optimizer = stacked_optimizer(list(self.actor.parameters()),
+                                                 [m.actor_optimizer for m in members])
+        self.critic_optimizer = stacked_optimizer(list(self.critic.parameters()),
+                                                  [m.critic_optimizer for m in members])
+        self.alpha_optimizer = stacked_optimizer([self.log_alpha],
+                                                 [m.alpha_optimizer for m in members])
         self.target_entropy = members[0].target_entropy
         self.start_lrs = members[0].start_lrs
         self.n_updates = members[0].n_updates
@@ -57,21 +60,21 @@ class SeedSAC:
     @torch.no_grad()
     def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
         """A sample of each seed's squashed-Gaussian policy `[S, N, A]`."""
-        return self.actor(obs, self._noise(obs.shape[1]))[0]
+        return self.actor(obs, noise=self._noise(obs.shape[1]))[0]
 
     def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
         """Critic step; actor and α steps every `policy_delay`-th call; then the soft target
         update. One metrics dict per seed, as `SAC.update` returns it."""
-        rates = decay_lrs(self, global_step, set_seed_lr)
+        rates = decay_lrs(self, global_step)
         with torch.no_grad():
-            next_sample = self.actor(batch.next_obs, self._noise(batch.rewards.shape[1]))
+            next_sample = self.actor(batch.next_obs, noise=self._noise(batch.rewards.shape[1]))
         y = sac_target(self.critic_target, batch, *next_sample, self.log_alpha.detach().exp(),
                        self.cfg.gamma)
         losses, q = critic_step(self.critic, self.critic_optimizer, batch, y)  # [S, 2], [S, 2, B]
         if self.n_updates % self.cfg.policy_delay == 0:
             loss_entropy = entropy_actor_step(
-                lambda obs: self.actor(obs, self._noise(obs.shape[1])), self.critic,
-                self.actor_optimizer, batch.obs, self.actor.parameters(), self.log_alpha,
+                lambda obs: self.actor(obs, noise=self._noise(obs.shape[1])), self.critic,
+                self.actor_optimizer, batch.obs, list(self.actor.parameters()), self.log_alpha,
                 self.alpha_optimizer if self.cfg.autotune_alpha else None, self.target_entropy)
             self._actor_rows = torch.stack(loss_entropy, 1).tolist()
         polyak_update(self.critic_target, self.critic, self.cfg.tau)
@@ -86,9 +89,9 @@ class SeedSAC:
     def sync(self) -> None:
         """Copy each seed's networks, optimizers, log α and update count into its member."""
         for k, algo in enumerate(self.members):
-            self.actor.copy_to(k, algo.actor)
-            self.critic.copy_to(k, algo.critic)
-            self.critic_target.copy_to(k, algo.critic_target)
+            seeded.copy_to(self.actor, k, algo.actor)
+            seeded.copy_to(self.critic, k, algo.critic)
+            seeded.copy_to(self.critic_target, k, algo.critic_target)
             self.actor_optimizer.copy_to(k, algo.actor_optimizer)
             self.critic_optimizer.copy_to(k, algo.critic_optimizer)
             self.alpha_optimizer.copy_to(k, algo.alpha_optimizer)

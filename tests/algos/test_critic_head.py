@@ -9,7 +9,7 @@ from rltrain.algos.off_policy_steps import critic_step, mse_losses
 from rltrain.algos.optim import adam
 from rltrain.nets.continuous import QEnsemble
 from rltrain.nets.spec import NetSpec
-from rltrain.seeds.stacked import StackedEnsembleQ
+from rltrain.nets.seeded import stack_modules
 from rltrain.types import TransitionBatch
 
 SPEC = NetSpec(obs_shape=(3,), hidden=(32, 32))
@@ -73,7 +73,7 @@ def test_a_seed_batch_runs_each_seeds_quantile_head():
         torch.manual_seed(seed)
         critics.append(QEnsemble(SPEC, 1, n=2, outputs=QUANTILES))
     obs, action = torch.randn(2, 5, 3), torch.randn(2, 5, 1)
-    stacked = StackedEnsembleQ(critics)(obs, action)
+    stacked = stack_modules(critics)(obs, action)
     assert stacked.shape == (2, 2, 5, QUANTILES)
     for k, critic in enumerate(critics):
         torch.testing.assert_close(stacked[k], critic(obs[k], action[k]), rtol=1e-5, atol=1e-6)

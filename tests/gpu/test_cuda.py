@@ -292,19 +292,19 @@ def test_seed_adam_on_the_device_is_each_seeds_own_adam(kl_stop, monkeypatch):
     tensor differently in the last bit): while every seed steps (the fused kernel over the
     stacked tensors), and when seed 1 sits out two steps (a KL stop: the fused kernel over each
     active seed's slices with its own step count on the device; Linear weights laid out as
-    `Stacked` lays them out). The foreach fallback is barred: it must not stand in unseen."""
-    from rltrain.seeds.optim import SeedAdam
+    `nets/seeded.py` lays them out). The foreach fallback is barred: it must not stand in unseen."""
+    from rltrain.algos import optim
     from tests.seeds.test_optim import _nets, _stacked, _step_once
 
-    def no_fallback(self, active):
-        raise AssertionError("SeedAdam fell back to its foreach path")
+    def no_fallback(opt, active):
+        raise AssertionError("the seed batch's Adam fell back to its foreach path")
 
-    monkeypatch.setattr(SeedAdam, "_foreach", no_fallback)
+    monkeypatch.setattr(optim, "_seed_foreach", no_fallback)
 
     nets = [net.to(DEVICE) for net in _nets(3)]
     opts = [torch.optim.Adam(n.parameters(), lr=1e-2, eps=1e-5, fused=True) for n in nets]
     stacked = _stacked(nets, transposed=kl_stop)
-    seed_adam = SeedAdam(stacked, opts)
+    seed_adam = optim.stacked_optimizer(stacked, opts)
     gen = torch.Generator().manual_seed(1)
     for step in range(5):
         active = [True, not (kl_stop and step in (2, 3)), True]

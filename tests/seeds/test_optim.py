@@ -1,4 +1,5 @@
-"""Per-seed Adam and gradient clipping agree with torch's, seed by seed."""
+"""A seed batch's Adam (`FusedAdam(seeds=S)`) and gradient clipping agree with torch's, seed by
+seed."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from rltrain.algos.optim import FusedAdam
-from rltrain.seeds.optim import SeedAdam, clip_per_seed
-from rltrain.seeds.stacked import stack_seeds
+from rltrain.algos.optim import FusedAdam, clip_grad_norm_per_seed, stacked_optimizer
+from rltrain.nets.seeded import stack_seeds
 
 # Each test steps the batch's optimizer and each seed's own on the same gradients: no loss
 # feeds a difference back, so the two orders stay within a few ulps of each step.
@@ -21,13 +21,13 @@ def _nets(seeds: int) -> list[nn.Module]:
 
 
 def _stacked(nets: list[nn.Module], transposed: bool = False) -> list[torch.Tensor]:
-    """The stacked parameters; `transposed`: matrices laid out as `Stacked` lays out Linear
+    """The stacked parameters; `transposed`: matrices laid out as `nets/seeded.py` lays out Linear
     weights (`[S, out, in]` with the strides of `[S, in, out]`)."""
     return [stack_seeds([p.detach() for p in ps], transposed and ps[0].dim() == 2)
             .requires_grad_() for ps in zip(*(n.parameters() for n in nets), strict=True)]
 
 
-def _step_once(stacked: list[torch.Tensor], seed_adam: SeedAdam, nets: list[nn.Module],
+def _step_once(stacked: list[torch.Tensor], seed_adam: FusedAdam, nets: list[nn.Module],
                opts: list, active: list[bool], grads: list[torch.Tensor],
                like_param: bool = True) -> None:
     """One step of the batch's Adam on `grads` and of each active seed's own optimizer on its
@@ -50,7 +50,7 @@ def test_clip_per_seed_is_clip_grad_norm_per_seed():
              for p in stacked]
     for p, g in zip(stacked, grads, strict=True):
         p.grad = g.clone()
-    norms = clip_per_seed(stacked, 1.0)
+    norms = clip_grad_norm_per_seed(stacked, 1.0)
     for k, net in enumerate(nets):
         for p, g in zip(net.parameters(), grads, strict=True):
             p.grad = g[k].contiguous().clone()  # the single run's own layout
@@ -67,7 +67,7 @@ def test_adam_matches_torch_adam_per_seed_and_a_frozen_seed_stays_put(transposed
     nets = _nets(3)
     opts = [torch.optim.Adam(n.parameters(), lr=1e-2, eps=1e-5) for n in nets]
     stacked = _stacked(nets, transposed)
-    seed_adam = SeedAdam(stacked, opts)
+    seed_adam = stacked_optimizer(stacked, opts)
     gen = torch.Generator().manual_seed(1)
     for step in range(5):
         active = [True, step not in (2, 3), True]
@@ -98,7 +98,7 @@ def test_a_seed_left_behind_by_a_kl_stop_steps_as_its_fused_adam_bit_for_bit(tra
     nets = [nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 2)) for _ in range(3)]
     opts = [FusedAdam(list(n.parameters()), lr=3e-4, eps=1e-5) for n in nets]
     stacked = _stacked(nets, transposed)
-    seed_adam = SeedAdam(stacked, opts)
+    seed_adam = stacked_optimizer(stacked, opts)
     gen = torch.Generator().manual_seed(1)
     for step in range(6):
         active = [True, step not in (2, 3), step != 4]
@@ -114,17 +114,19 @@ def test_state_copies_to_and_from_torch_adam():
     nets = _nets(2)
     opts = [torch.optim.Adam(n.parameters(), lr=1e-3) for n in nets]
     stacked = _stacked(nets)
-    seed_adam = SeedAdam(stacked, opts)
+    seed_adam = stacked_optimizer(stacked, opts)
     for p in stacked:
         p.grad = torch.ones_like(p)
     seed_adam.step([True, True])
     seed_adam.copy_to(1, opts[1])
     state = opts[1].state_dict()["state"]
     assert float(state[0]["step"]) == 1.0
-    torch.testing.assert_close(state[0]["exp_avg"], seed_adam.exp_avg[0][1])
-    fresh = SeedAdam([p.detach().clone().requires_grad_() for p in stacked], opts)
+    torch.testing.assert_close(state[0]["exp_avg"], seed_adam.state[stacked[0]]["exp_avg"][1])
+    again = [p.detach().clone().requires_grad_() for p in stacked]
+    fresh = stacked_optimizer(again, opts)
     assert fresh.steps.tolist() == [0.0, 1.0]  # seed 0's optimizer never stepped
-    torch.testing.assert_close(fresh.exp_avg_sq[0][1], seed_adam.exp_avg_sq[0][1])
+    torch.testing.assert_close(fresh.state[again[0]]["exp_avg_sq"][1],
+                               seed_adam.state[stacked[0]]["exp_avg_sq"][1])
 
 
 def test_seeds_in_step_take_torchs_fused_kernel_bit_for_bit():
@@ -133,7 +135,7 @@ def test_seeds_in_step_take_torchs_fused_kernel_bit_for_bit():
     nets = _nets(3)
     opts = [torch.optim.Adam(n.parameters(), lr=3e-3, eps=1e-5, fused=True) for n in nets]
     stacked = _stacked(nets)
-    seed_adam = SeedAdam(stacked, opts)
+    seed_adam = stacked_optimizer(stacked, opts)
     _step_both(stacked, seed_adam, nets, opts, steps=4)
     for k, net in enumerate(nets):
         for p, s in zip(net.parameters(), stacked, strict=True):
@@ -143,7 +145,7 @@ def test_seeds_in_step_take_torchs_fused_kernel_bit_for_bit():
 
 @pytest.mark.parametrize("grad_layout", ["autograd", "contiguous"])
 def test_transposed_weights_reach_the_fused_kernel_without_a_copy(monkeypatch, grad_layout):
-    """`Stacked`'s Linear weights are strided (`stack_seeds`): with gradients in their layout
+    """A seed batch's Linear weights are strided (`stack_seeds`): with gradients in their layout
     (what autograd gives) the fused kernel gets contiguous views of the same memory, so it has
     nothing to copy; a gradient of another layout takes the foreach path. Same values either way
     (not bit for bit: the kernel's vector lanes see the elements in another order)."""
@@ -160,7 +162,7 @@ def test_transposed_weights_reach_the_fused_kernel_without_a_copy(monkeypatch, g
     stacked = _stacked(nets, transposed=True)
     strides = [p.stride() for p in stacked]
     assert strides[0] == (15, 1, 5)  # [S, 5, 3] laid out as [S, 3, 5]
-    seed_adam = SeedAdam(stacked, opts)
+    seed_adam = stacked_optimizer(stacked, opts)
     _step_both(stacked, seed_adam, nets, opts, steps=4, like_param=grad_layout == "autograd")
     for k, net in enumerate(nets):
         for p, s in zip(net.parameters(), stacked, strict=True):

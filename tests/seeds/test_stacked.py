@@ -1,4 +1,5 @@
-"""The stacked network computes each seed's own policy, and seeds never touch each other."""
+"""A seed batch's network (`nets/seeded.py`: the nets/ class itself, its layers stacked) computes
+each seed's own policy, and seeds never touch each other."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import pytest
 import torch
 
 from rltrain.errors import UserError
-from rltrain.seeds.stacked import StackedActorCritic, check_stackable
+from rltrain.nets import seeded
+from rltrain.nets.heads import GaussianHead
+from rltrain.nets.seeded import check_stackable, stack_modules
 from tests.seeds.helpers import ppo_members
 
 
@@ -21,13 +24,13 @@ def _assert_each_seeds_own_policy(members, streams, spec, rtol: float) -> None:
     """One forward, stacked and per seed: each output sums at most 64 products per layer in
     another order, so the two differ by at most 64 u ≈ 4e-6 of the sum of the terms' sizes
     (O(1) here; measured: 2.4e-7 under the four kernel settings of `make test-float`)."""
-    net = StackedActorCritic([m.policy for m in members])
+    net = stack_modules([m.policy for m in members])
     obs = torch.randn(3, 5, *spec.obs_shape)
     dist, value = net.dist_value(obs)
     for k, m in enumerate(members):
         own, own_value = m.policy.dist_value(obs[k])
         torch.testing.assert_close(value[k], own_value, rtol=rtol, atol=1e-5)
-        if net.gaussian:
+        if isinstance(net.head, GaussianHead):
             torch.testing.assert_close(dist.mean[k], own.mean, rtol=rtol, atol=1e-5)
             torch.testing.assert_close(dist.log_std[k], own.log_std, rtol=0, atol=0)
         else:
@@ -58,7 +61,7 @@ def test_seeds_are_isolated():
     """Changing seed 1's weights changes only seed 1's outputs; seed 0's loss moves only seed
     0's gradients."""
     members, _, spec = ppo_members("CartPole-v1", 3)
-    net = StackedActorCritic([m.policy for m in members])
+    net = stack_modules([m.policy for m in members])
     obs = torch.randn(3, 7, *spec.obs_shape)
     before_dist, before_value = net.dist_value(obs)
     with torch.no_grad():
@@ -82,31 +85,31 @@ def test_heads_keep_their_weights_out_by_in_and_every_gradient_arrives_in_place(
     `[S, in, out]` (`stack_seeds`). Either way each gradient arrives in its parameter's own
     layout, so the fused Adam steps it without a copy."""
     members, _, spec = ppo_members("CartPole-v1", 3)
-    net = StackedActorCritic([m.policy for m in members])
-    logits, value, hidden = (net.params[n] for n in ("head.logits.weight", "critic.4.weight",
+    net = stack_modules([m.policy for m in members])
+    logits, value, hidden = (dict(net.named_parameters())[n] for n in ("head.logits.weight", "critic.4.weight",
                                                       "actor_body.2.weight"))
     assert logits.shape == (3, 2, 16) and value.shape == (3, 1, 16) and hidden.shape == (3, 16, 16)
     assert logits.is_contiguous() and value.is_contiguous()
     assert hidden.transpose(1, 2).is_contiguous() and not hidden.is_contiguous()
     dist, values = net.dist_value(torch.randn(3, 9, *spec.obs_shape))
     (dist.log_probs.sum() + values.square().sum()).backward()
-    for name, p in net.params.items():
+    for name, p in net.named_parameters():
         assert p.grad.stride() == p.stride(), name
 
 
 def test_copy_round_trip():
     members, _, _ = ppo_members("Pendulum-v1", 2)
-    net = StackedActorCritic([m.policy for m in members])
+    net = stack_modules([m.policy for m in members])
     with torch.no_grad():
         for p in net.parameters():
             p.mul_(2.0)
-    net.copy_to(1, members[1].policy)
+    seeded.copy_to(net, 1, members[1].policy)
     for name, p in members[1].policy.named_parameters():
-        assert torch.equal(p, net.params[name][1])
+        assert torch.equal(p, dict(net.named_parameters())[name][1])
     with torch.no_grad():
         for p in members[0].policy.parameters():
             p.zero_()
-    net.copy_from(0, members[0].policy)
+    seeded.copy_from(net, 0, members[0].policy)
     assert all(torch.count_nonzero(p[0]) == 0 for p in net.parameters())
 
 

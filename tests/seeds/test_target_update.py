@@ -11,7 +11,8 @@ from torch import nn
 from rltrain.algos.off_policy_steps import polyak_update
 from rltrain.nets.continuous import QEnsemble
 from rltrain.nets.spec import NetSpec
-from rltrain.seeds.stacked import StackedEnsembleQ
+from rltrain.nets import seeded
+from rltrain.nets.seeded import stack_modules
 
 TAU = 0.1
 
@@ -54,12 +55,12 @@ def test_a_seed_batch_updates_each_seeds_target_as_its_single_run_does():
     targets = [_critic(10 + seed) for seed in range(3)]
     for seed, source in enumerate(sources):
         _trained_norm(source, seed)
-    stacked_source, stacked_target = StackedEnsembleQ(sources), StackedEnsembleQ(targets)
-    assert len(stacked_target.buffers()) == 3  # running mean and variance, batches tracked
+    stacked_source, stacked_target = stack_modules(sources), stack_modules(targets)
+    assert len(list(stacked_target.buffers())) == 3  # running mean and variance, batches tracked
     polyak_update(stacked_target, stacked_source, TAU)
     for k, (source, target) in enumerate(zip(sources, targets, strict=True)):
         from_batch = copy.deepcopy(target)  # as it was: copy_to must write all of it
-        stacked_target.copy_to(k, from_batch)
+        seeded.copy_to(stacked_target, k, from_batch)
         polyak_update(target, source, TAU)  # the single run's update of seed k
         for name, value in target.state_dict().items():
             assert torch.equal(from_batch.state_dict()[name], value), f"seed {k}, {name}"
