@@ -233,6 +233,16 @@ def grad_norm_step(optimizer: Optimizer, params: list[torch.Tensor],
     return norm.detach()
 
 
+def metric_rows(names: tuple[str, ...], values: torch.Tensor,
+                extra: Metrics | None = None) -> Any:
+    """`values` `[len(names)]` as one metrics dict (a single run), or `[S, len(names)]` as one
+    dict per seed (a seed batch), each with `extra` added; one host sync either way."""
+    rows = values.tolist()
+    if values.dim() == 1:
+        return {**dict(zip(names, rows, strict=True)), **(extra or {})}
+    return [{**dict(zip(names, row, strict=True)), **(extra or {})} for row in rows]
+
+
 def mean_metrics(rows: list[dict[str, float]]) -> Metrics:
     """Average metric dicts key by key (a key missing from some rows averages over the others)."""
     sums: dict[str, float] = {}

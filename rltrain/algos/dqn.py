@@ -10,14 +10,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rltrain.algos.base import grad_norm_step, off_policy_lr, set_lr
+from rltrain.algos.base import grad_norm_step, metric_rows, off_policy_lr, set_lr
 from rltrain.algos.configs.dqn import DQNConfig
+from rltrain.algos.draws import Draws
 from rltrain.algos.off_policy_steps import soft_update_, td_target
-from rltrain.algos.optim import adam
+from rltrain.algos.optim import adam, stacked_optimizer
 from rltrain.errors import UserError
+from rltrain.nets import seeded
 from rltrain.nets.q import QNetwork, masked_argmax
 from rltrain.nets.spec import resolve_nets
-from rltrain.types import EnvSpec, Metrics, TransitionBatch
+from rltrain.types import EnvSpec, TransitionBatch
 
 
 def linear_schedule(step: int, initial: float, final: float, decay_steps: int) -> float:
@@ -36,8 +38,8 @@ def greedy_next_value(q_next_online: torch.Tensor, q_next_target: torch.Tensor,
     return q_next_target.gather(-1, best.unsqueeze(-1)).squeeze(-1)
 
 
-# ---- DQN's math, written once: the networks are callables, so a seed batch's stacked ones
-# (`seeds/dqn.py`, inputs `[S, B, ...]`) run the same lines; losses reduce the last dimension ----
+# ---- DQN's math, written once: over the last dimension, so a seed batch's stacked networks
+# (`DQN.stack`, inputs `[S, B, ...]`) run the same lines ---------------------------------------
 
 @torch.no_grad()
 def dqn_target(q_net: Callable[[Any], torch.Tensor], q_target: Callable[[Any], torch.Tensor],
@@ -71,8 +73,16 @@ def update_target_(target: list[torch.Tensor], online: list[torch.Tensor], cfg: 
     return next_update
 
 
+METRICS = ("train/q_loss", "train/mean_q", "train/td_target_mean", "train/grad_norm")
+"""What `DQN.update` measures on the device, in this order (a seed batch: per seed)."""
+
+
 class DQN:
-    """Owns the online and target Q-networks and the optimizer; ε-greedy `act`."""
+    """Owns the online and target Q-networks and the optimizer; ε-greedy `act`.
+
+    `DQN.stack(members, streams)` is the same algorithm for a batch of seeds: its networks and
+    optimizer are the members' stacked `[S, ...]` (`nets/seeded.py`), its draws each seed's own
+    stream, and every method below takes and returns a leading seed dimension."""
 
     def __init__(self, cfg: DQNConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         if spec.action_kind != "discrete":
@@ -81,11 +91,36 @@ class DQN:
         q_spec = resolve_nets(cfg, spec).critic  # a Q-network: net.critic_hidden applies
         self.q_net = QNetwork(q_spec, spec.action_dim, cfg.dueling).to(self.device)
         self.q_target = copy.deepcopy(self.q_net).requires_grad_(False)
+        self.optimizer: Any = adam(self.q_net.parameters(), cfg.lr)
+        self.draws: Any = Draws(self.device)
+        self.members: list[DQN] = []  # a seed batch's: each seed's own (`sync`)
+        self._networks()
+        self.next_target_update = cfg.target_update_interval
+
+    def _networks(self) -> None:
         self.policy = self.q_net
-        self.optimizer = adam(self.q_net.parameters(), cfg.lr)
         self._params = list(self.q_net.parameters())
         self._target_params = list(self.q_target.parameters())
-        self.next_target_update = cfg.target_update_interval
+
+    @classmethod
+    def stack(cls, members: list[DQN], streams: Any) -> DQN:
+        """The seeds' `members` as one batch (drawing from `streams`, one per seed)."""
+        batch = copy.copy(members[0])
+        batch.members, batch.draws = members, streams
+        batch.q_net = seeded.stack_modules([m.q_net for m in members])
+        batch.q_target = seeded.stack_modules([m.q_target for m in members], requires_grad=False)
+        batch._networks()
+        batch.optimizer = stacked_optimizer(batch._params, [m.optimizer for m in members])
+        return batch
+
+    def sync(self) -> None:
+        """A seed batch: each seed's networks, optimizer state and target counter into its
+        member (what its evaluation and checkpoint read)."""
+        for k, algo in enumerate(self.members):
+            seeded.copy_to(self.q_net, k, algo.q_net)
+            seeded.copy_to(self.q_target, k, algo.q_target)
+            self.optimizer.copy_to(k, algo.optimizer)
+            algo.next_target_update = self.next_target_update
 
     def epsilon(self, global_step: int) -> float:
         """ε of the exploration schedule at `global_step` env steps."""
@@ -93,15 +128,20 @@ class DQN:
         return linear_schedule(global_step, c.exploration_initial_eps, c.exploration_final_eps,
                               c.exploration_steps)
 
+    def random_actions(self, num_envs: int, masks: torch.Tensor | None = None) -> torch.Tensor:
+        """Uniform actions `[N]`, among each row's valid ones when `masks` `[N, n]` is given."""
+        if masks is None:
+            return self.draws.randint(self.spec.action_dim, (num_envs,))
+        return self.draws.choice(masks)
+
     @torch.no_grad()
     def act(self, obs: torch.Tensor, global_step: int,
             action_mask: torch.Tensor | None = None) -> torch.Tensor:
         """ε-greedy actions `[N]`, drawn independently for every env row; with `action_mask`
         [N, n] both the greedy and the random action are valid ones."""
         greedy = masked_argmax(self.q_net(obs), action_mask)
-        random = (torch.randint_like(greedy, self.spec.action_dim) if action_mask is None
-                  else torch.multinomial(action_mask.float(), 1).squeeze(-1))
-        explore = torch.rand(greedy.shape, device=greedy.device) < self.epsilon(global_step)
+        random = self.random_actions(greedy.shape[-1], action_mask)
+        explore = self.draws.uniform(greedy.shape[-1:]) < self.epsilon(global_step)
         return torch.where(explore, random, greedy)
 
     def td_targets(self, batch: TransitionBatch) -> torch.Tensor:
@@ -112,25 +152,21 @@ class DQN:
         """Learning rate at `global_step` env steps (constant unless `lr_decay_steps` > 0)."""
         return off_policy_lr(self.cfg, self.cfg.lr, global_step)
 
-    def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
-        """One Huber-loss gradient step on `batch`, then the target update when due."""
+    def update(self, batch: TransitionBatch, global_step: int) -> Any:
+        """One Huber-loss gradient step on `batch`, then the target update when due; a metrics
+        dict (a seed batch: one per seed, each seed on its own minibatch `[S, B, ...]`)."""
         lr = self.learning_rate(global_step)
         set_lr(self.optimizer, lr)
         target = self.td_targets(batch)
         loss, q = dqn_loss(self.q_net, batch, target)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
         norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm)
         self.next_target_update = update_target_(self._target_params, self._params, self.cfg,
                                                  global_step, self.next_target_update)
-        return {
-            "train/q_loss": loss.item(),
-            "train/mean_q": q.detach().mean().item(),
-            "train/td_target_mean": target.mean().item(),
-            "train/grad_norm": norm.item(),
-            "train/learning_rate": lr,
-            "exploration/epsilon": self.epsilon(global_step),
-        }
+        values = torch.stack([loss.detach(), q.detach().mean(-1), target.mean(-1), norm], -1)
+        return metric_rows(METRICS, values, {"train/learning_rate": lr,
+                                             "exploration/epsilon": self.epsilon(global_step)})
 
     def state_dict(self) -> dict[str, Any]:
         """Online and target networks, optimizer and the target-update counter, as plain data."""
@@ -149,3 +185,8 @@ class DQN:
 def build(cfg: DQNConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> DQN:
     """Registry builder."""
     return DQN(cfg, spec, device)
+
+
+def stack(members: list[DQN], streams: Any) -> DQN:
+    """A seed batch's DQN (`seeds/batch.py` looks for this beside `build`)."""
+    return DQN.stack(members, streams)

@@ -22,7 +22,9 @@ ALL_ACTIONS = ("discrete", "box", "multi_discrete", "multi_binary")
 class AlgoEntry:
     """Everything rltrain needs to know of one algorithm: its config class and its module as
     import paths, loaded on first use (the config class is torch-free; the module, with torch,
-    is imported only when a run builds it), its action spaces and its stacked form."""
+    is imported only when a run builds it) and its action spaces. Its module's `stack(members,
+    streams)`, where there is one, is its form for a batch of seeds (the fast `num_seeds > 1`);
+    without one a seed batch runs each seed's own algorithm in turn (`seeds/members.py`)."""
 
     config_path: str
     """`module:Class` of its config dataclass (`algos/configs/`)."""
@@ -30,9 +32,6 @@ class AlgoEntry:
     """The module of its class, whose `build(cfg, env_spec, device)` builds it."""
     action_kinds: tuple[str, ...]
     """The action spaces it handles (`SPACE_NAMES` keys)."""
-    batched: str | None = None
-    """`module:Class` of its form over stacked seeds (`seeds/`), the fast `num_seeds > 1`;
-    None: a seed batch runs each seed's own algorithm in turn (`seeds/members.py`)."""
 
     @property
     def config(self) -> type:
@@ -56,20 +55,19 @@ class AlgoEntry:
         """The algorithm for `cfg` and the env `spec` on `device`: its module's `build`."""
         return importlib.import_module(self.module).build(cfg, spec, device)
 
+    def stack(self) -> Any:
+        """Its module's `stack(members, streams)` (the algorithm for a batch of seeds), or None
+        where it has none."""
+        return getattr(importlib.import_module(self.module), "stack", None)
+
 
 ALGORITHMS: dict[str, AlgoEntry] = {
-    "ppo": AlgoEntry("rltrain.algos.configs.ppo:PPOConfig", "rltrain.algos.ppo", ALL_ACTIONS,
-                     "rltrain.seeds.ppo:SeedPPO"),
-    "a2c": AlgoEntry("rltrain.algos.configs.a2c:A2CConfig", "rltrain.algos.a2c", ALL_ACTIONS,
-                     "rltrain.seeds.a2c:SeedA2C"),
-    "dqn": AlgoEntry("rltrain.algos.configs.dqn:DQNConfig", "rltrain.algos.dqn", ("discrete",),
-                     "rltrain.seeds.dqn:SeedDQN"),
-    "ddpg": AlgoEntry("rltrain.algos.configs.ddpg:DDPGConfig", "rltrain.algos.ddpg", ("box",),
-                      "rltrain.seeds.deterministic:SeedDDPG"),
-    "td3": AlgoEntry("rltrain.algos.configs.td3:TD3Config", "rltrain.algos.td3", ("box",),
-                     "rltrain.seeds.deterministic:SeedTD3"),
-    "sac": AlgoEntry("rltrain.algos.configs.sac:SACConfig", "rltrain.algos.sac", ("box",),
-                     "rltrain.seeds.sac:SeedSAC"),
+    "ppo": AlgoEntry("rltrain.algos.configs.ppo:PPOConfig", "rltrain.algos.ppo", ALL_ACTIONS),
+    "a2c": AlgoEntry("rltrain.algos.configs.a2c:A2CConfig", "rltrain.algos.a2c", ALL_ACTIONS),
+    "dqn": AlgoEntry("rltrain.algos.configs.dqn:DQNConfig", "rltrain.algos.dqn", ("discrete",)),
+    "ddpg": AlgoEntry("rltrain.algos.configs.ddpg:DDPGConfig", "rltrain.algos.ddpg", ("box",)),
+    "td3": AlgoEntry("rltrain.algos.configs.td3:TD3Config", "rltrain.algos.td3", ("box",)),
+    "sac": AlgoEntry("rltrain.algos.configs.sac:SACConfig", "rltrain.algos.sac", ("box",)),
 }
 """The one table of algorithms (`registry.ALGOS` is this dict): adding one is its file, its
 config, one entry here and its YAML (`conf/algo/`); the registry, `rltrain list`, the config

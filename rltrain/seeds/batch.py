@@ -4,7 +4,6 @@ and what each seed does on its own between updates (log, evaluate, checkpoint, f
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,32 +47,28 @@ def seed_lines(seed: int) -> Iterator[None]:
 
 
 def batched(runners: list[Runner], streams: SeedStreams, quiet: bool = False) -> Any:
-    """The batched algorithm over the runners' own algorithm objects: the stacked form its
-    `catalog.ALGORITHMS` entry names (`batched`), or, for an algorithm without one or networks
-    that cannot be stacked, each seed's own member in turn (`seeds/members.py`, said on the
-    console unless `quiet`): every algorithm runs as a batch."""
+    """The algorithm for the batch, over the runners' own algorithm objects: its module's
+    `stack` (`catalog.AlgoEntry.stack`), or, for an algorithm without one or networks that
+    cannot be stacked, each seed's own member in turn (`seeds/members.py`, said on the console
+    unless `quiet`): every algorithm runs as a batch."""
     name, members = runners[0].cfg.algo.name, [r.algo for r in runners]
     entry = ALGORITHMS[name]
     members_in_turn = OnPolicyMembers if entry.family == "on_policy" else OffPolicyMembers
     spec = runners[0].env.spec
-
-    def in_turn(members: list[Any], streams: SeedStreams) -> Any:
-        return members_in_turn(members, streams, spec)
-
-    if entry.batched is None:
+    stack = entry.stack()
+    if stack is None:
         if not quiet:
             log.info("num_seeds=%d: %s has no stacked form; each seed's own %s acts and updates "
                      "in turn in this process", len(members), name.upper(), name.upper())
-        return in_turn(members, streams)
-    module, _, cls = entry.batched.partition(":")
+        return members_in_turn(members, streams, spec)
     try:
-        return getattr(importlib.import_module(module), cls)(members, streams)
+        return stack(members, streams)
     except NotStackable as exc:
         if not quiet:
             log.info("num_seeds=%d: %s cannot run stacked (%s); each seed's own %s acts and "
                      "updates in turn in this process: its single run's results, without the "
                      "batched speed-up", len(members), name.upper(), exc.what, name.upper())
-        return in_turn(members, streams)
+        return members_in_turn(members, streams, spec)
 
 
 class SeedBatch:

@@ -25,7 +25,8 @@ from rltrain.checkpoint import format as checkpoint
 
 class SeedStreams:
     """The random state of each seed of a batch (captured in seed order by `capture()`), drawn
-    on `device`, the batch's training device."""
+    on `device`, the batch's training device; the draws of `algos/draws.py` `Draws`, with a
+    leading seed dimension."""
 
     def __init__(self, device: torch.device | str = "cpu") -> None:
         self.device = torch.device(device)
@@ -65,6 +66,30 @@ class SeedStreams:
         fn = torch.rand if kind == "uniform" else torch.randn
         return torch.stack([fn(tuple(shape), generator=g, device=self.device)
                             for g in self.generators])
+
+    def normal(self, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+        """`[S, *shape]` standard normal draws, each seed's from its own generator."""
+        return self.draw("normal", shape)
+
+    def uniform(self, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+        """`[S, *shape]` uniform [0, 1) draws, each seed's from its own generator."""
+        return self.draw("uniform", shape)
+
+    def like(self, kind: str, t: torch.Tensor) -> torch.Tensor:
+        """Draws shaped like `t` `[S, ...]` ("normal" or "uniform"), seed k's `[...]` from its
+        own generator, as its single run's `randn_like` / `rand_like` of `t[k]` gives them."""
+        return self.draw(kind, t.shape[1:])
+
+    def randint(self, high: int, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+        """`[S, *shape]` integers in [0, high), each seed's from its own generator."""
+        return torch.stack([torch.randint(0, high, tuple(shape), generator=g, device=self.device)
+                            for g in self.generators])
+
+    def choice(self, masks: torch.Tensor) -> torch.Tensor:
+        """`[S, N]`: one index per row of each seed's bool `masks[k]` `[N, n]`, uniform among its
+        True entries, from that seed's generator."""
+        return torch.stack([torch.multinomial(m.float(), 1, generator=g).squeeze(-1)
+                            for m, g in zip(masks, self.generators, strict=True)])
 
     def randperm(self, n: int, active: list[bool]) -> torch.Tensor:
         """`[S, n]`: a permutation per seed; a seed not `active` draws nothing (identity)."""

@@ -8,8 +8,8 @@ import torch
 from rltrain.algos.off_policy_steps import critic_step, mse_losses
 from rltrain.algos.optim import adam
 from rltrain.nets.continuous import QEnsemble
-from rltrain.nets.spec import NetSpec
 from rltrain.nets.seeded import stack_modules
+from rltrain.nets.spec import NetSpec
 from rltrain.types import TransitionBatch
 
 SPEC = NetSpec(obs_shape=(3,), hidden=(32, 32))

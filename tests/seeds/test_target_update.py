@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 from rltrain.algos.off_policy_steps import polyak_update
-from rltrain.nets.continuous import QEnsemble
-from rltrain.nets.spec import NetSpec
 from rltrain.nets import seeded
+from rltrain.nets.continuous import QEnsemble
 from rltrain.nets.seeded import stack_modules
+from rltrain.nets.spec import NetSpec
 
 TAU = 0.1
 
