@@ -144,12 +144,18 @@ class _LeanOptimizer:
                 p.grad.detach_().zero_()
 
     def state_dict(self) -> dict[str, Any]:
-        """torch's format: per-parameter state by position, and the group with positions."""
+        """torch's format: per-parameter state by position, and the group with positions (a
+        seed batch's: each "step" the seeds' counts `[S]`, so that every tensor's slice `[k]`
+        is seed k's single-run state)."""
         params = self.param_groups[0]["params"]
         index = {id(p): i for i, p in enumerate(params)}
         group = {k: v for k, v in self.param_groups[0].items() if k != "params"}
-        return {"state": {index[id(p)]: dict(s) for p, s in self.state.items() if s},
-                "param_groups": [{**group, "params": list(range(len(params)))}]}
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if s}
+        if self.seeds is not None:
+            for i, values in state.items():
+                steps = self.steps.to(torch.float32).to(self._step_device(params[i]))
+                state[i] = {"step": steps, **values}
+        return {"state": state, "param_groups": [{**group, "params": list(range(len(params)))}]}
 
     def load_state_dict(self, saved: dict[str, Any]) -> None:
         """Continue from `state_dict()` (this class's or torch's optimizer's); ValueError, and

@@ -27,6 +27,7 @@ benchmarks/seed_batch.py).
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import torch
 from torch import nn
@@ -154,6 +155,8 @@ def stack_modules(members: list[nn.Module], requires_grad: bool = True) -> nn.Mo
         check_stackable(member)
     stacked = copy.deepcopy(members[0])
     stacked.seeds = len(members)
+    # a seed's own structure for `seed_view` (outside `_modules`: not a part of the network)
+    object.__setattr__(stacked, "_template", copy.deepcopy(members[0]))
     per_seed = [dict(m.named_modules()) for m in members]
     for name, layer in list(stacked.named_modules()):
         seed_form = _seed_form(layer, [modules[name] for modules in per_seed])
@@ -208,6 +211,31 @@ def _seeded_prefixes(stacked: nn.Module) -> tuple[str, ...]:
 def _replace(root: nn.Module, name: str, layer: nn.Module) -> None:
     owner, _, leaf = name.rpartition(".")
     setattr(root.get_submodule(owner) if owner else root, leaf, layer)
+
+
+def seed_view(stacked: nn.Module, k: int) -> nn.Module:
+    """Seed k's network as its single run's module whose parameters and buffers share memory
+    with `stacked`'s slices `[k]`: it reads the batch's current weights with no copy (its
+    evaluation, a check of its weights), trains nothing (no gradients), and its `state_dict()`
+    holds contiguous copies, as a single run's checkpoint does."""
+    view = copy.deepcopy(stacked._template)
+    params, buffers = dict(stacked.named_parameters()), dict(stacked.named_buffers())
+    for name, _ in list(view.named_parameters()):
+        owner, _, leaf = name.rpartition(".")
+        setattr(view.get_submodule(owner), leaf,
+                nn.Parameter(params[name].detach()[k], requires_grad=False))
+    for name, _ in list(view.named_buffers()):
+        owner, _, leaf = name.rpartition(".")
+        view.get_submodule(owner).register_buffer(leaf, buffers[name][k])
+    view.register_state_dict_post_hook(_own_copies)
+    return view
+
+
+def _own_copies(module: nn.Module, state: dict, prefix: str, local_metadata: Any) -> None:
+    """A seed view's `state_dict()` holds copies of its slices (saving a view of the stacked
+    tensor would save every seed's memory), each laid out as a single run's."""
+    for key, value in state.items():
+        state[key] = value.clone(memory_format=torch.contiguous_format)
 
 
 @torch.no_grad()

@@ -18,6 +18,7 @@ from rltrain.runner.context import LoopContext
 from rltrain.runner.runner import Runner
 from rltrain.seeds.members import OffPolicyMembers, OnPolicyMembers
 from rltrain.seeds.rng import SeedStreams
+from rltrain.seeds.view import SeedView
 from rltrain.types import StepResult
 
 log = logging.getLogger("rltrain")
@@ -71,6 +72,25 @@ def batched(runners: list[Runner], streams: SeedStreams, quiet: bool = False) ->
         return members_in_turn(members, streams, spec)
 
 
+def attach(algo: Any, runners: list[Runner]) -> None:
+    """Each runner's algorithm becomes its seed's view of a stacked `algo` (`seeds/view.py`):
+    what its evaluation and checkpoints read is the batch's, with nothing to copy back. Members
+    trained in turn keep their own."""
+    if isinstance(algo, OnPolicyMembers | OffPolicyMembers):
+        return
+    for k, runner in enumerate(runners):
+        runner.algo = runner.ctx.algo = SeedView(algo, k, runner.algo)
+
+
+def detach(runners: list[Runner]) -> None:
+    """Each runner's own algorithm back, holding its seed's state (`attach` undone)."""
+    for runner in runners:
+        if isinstance(runner.algo, SeedView):
+            view = runner.algo
+            view.member.load_state_dict(view.state_dict())
+            runner.algo = runner.ctx.algo = view.member
+
+
 class SeedBatch:
     """The seeds still training: their Runners (in seed order), random streams and batched
     algorithm. A seed whose run fails (a non-finite loss or weight) leaves the batch; the rest
@@ -82,6 +102,7 @@ class SeedBatch:
         self.shared = shared  # one engine stepping every seed's rows (`envs/rows.py`), or None
         self.stop_file = stop_file  # `<batch folder>/STOP` stops every seed
         self.algo = batched(runners, streams)
+        attach(self.algo, runners)
         self.failed: dict[int, str] = {}  # seed -> why it stopped
 
     @property
@@ -143,8 +164,6 @@ class SeedBatch:
         kept = []
         step = self.runners[0].state.global_step
         saves = any(r.schedule.saves_at(step) for r in self.runners)
-        if saves:  # an evaluation or a checkpoint reads the seeds' own modules
-            self.algo.sync()
         for k, runner in enumerate(self.runners):
             try:
                 with self.member(k, alone=saves):
@@ -170,7 +189,7 @@ class SeedBatch:
         return kept
 
     def _keep(self, kept: list[int]) -> None:
-        self.algo.sync()  # the survivors' state, from which the smaller batch is built
+        detach(self.runners)  # the survivors' own algorithms, from which the smaller batch is built
         for k in reversed(range(len(self.runners))):
             if k not in kept:
                 self.streams.drop(k)
@@ -178,3 +197,4 @@ class SeedBatch:
         self.seeds = [self.seeds[k] for k in kept]
         if self.runners:
             self.algo = batched(self.runners, self.streams, quiet=True)
+            attach(self.algo, self.runners)

@@ -191,8 +191,6 @@ class SeedRunner:
                      ", ".join(map(str, self.seeds)), self.run_dir)
             on_policy = self.runners[0].family == "on_policy"
             (run_seed_batch if on_policy else run_off_policy_batch)(self.batch)
-            if self.batch.runners:
-                self.batch.algo.sync()  # the final evaluation and checkpoints read them
             for k, runner in enumerate(self.batch.runners):
                 self.stopper.requested()  # a STOP file since the last look stops the rest too
                 with self.batch.member(k):
