@@ -9,11 +9,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from rltrain.algos.base import grad_norm_step, metric_rows, off_policy_lr, set_lr
 from rltrain.algos.configs.dqn import DQNConfig
 from rltrain.algos.draws import Draws
-from rltrain.algos.off_policy_steps import soft_update_, td_target
+from rltrain.algos.off_policy_steps import polyak_update, td_target
 from rltrain.algos.optim import adam, stacked_optimizer
 from rltrain.errors import UserError
 from rltrain.nets import seeded
@@ -60,14 +61,15 @@ def dqn_loss(q_net: Callable[[Any], torch.Tensor], batch: TransitionBatch,
     return F.smooth_l1_loss(q, target, reduction="none").mean(-1), q
 
 
-def update_target_(target: list[torch.Tensor], online: list[torch.Tensor], cfg: DQNConfig,
-                   global_step: int, next_update: int) -> int:
-    """The target network's update: a Polyak blend every step when tau < 1, else a copy once
-    `global_step` reaches `next_update`; returns the step of the next copy."""
+def update_target_(target: nn.Module, online: nn.Module, cfg: DQNConfig, global_step: int,
+                   next_update: int) -> int:
+    """The target network's update (`polyak_update`: buffers are copied too): a Polyak blend
+    every step when tau < 1, else a copy once `global_step` reaches `next_update`; returns the
+    step of the next copy."""
     if cfg.tau < 1.0:
-        soft_update_(target, online, cfg.tau)
+        polyak_update(target, online, cfg.tau)
     elif global_step >= next_update:
-        soft_update_(target, online, 1.0)
+        polyak_update(target, online, 1.0)
         interval = cfg.target_update_interval
         return (global_step // interval + 1) * interval
     return next_update
@@ -82,7 +84,8 @@ class DQN:
 
     `DQN.stack(members, streams)` is the same algorithm for a batch of seeds: its networks and
     optimizer are the members' stacked `[S, ...]` (`nets/seeded.py`), its draws each seed's own
-    stream, and every method below takes and returns a leading seed dimension."""
+    stream, and every method below takes and returns a leading seed dimension; each seed's
+    Runner then reads its seed through `seeds/view.py` (no copies to keep in step)."""
 
     def __init__(self, cfg: DQNConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         if spec.action_kind != "discrete":
@@ -93,34 +96,23 @@ class DQN:
         self.q_target = copy.deepcopy(self.q_net).requires_grad_(False)
         self.optimizer: Any = adam(self.q_net.parameters(), cfg.lr)
         self.draws: Any = Draws(self.device)
-        self.members: list[DQN] = []  # a seed batch's: each seed's own (`sync`)
         self._networks()
         self.next_target_update = cfg.target_update_interval
 
     def _networks(self) -> None:
         self.policy = self.q_net
         self._params = list(self.q_net.parameters())
-        self._target_params = list(self.q_target.parameters())
 
     @classmethod
     def stack(cls, members: list[DQN], streams: Any) -> DQN:
         """The seeds' `members` as one batch (drawing from `streams`, one per seed)."""
         batch = copy.copy(members[0])
-        batch.members, batch.draws = members, streams
+        batch.draws = streams
         batch.q_net = seeded.stack_modules([m.q_net for m in members])
         batch.q_target = seeded.stack_modules([m.q_target for m in members], requires_grad=False)
         batch._networks()
         batch.optimizer = stacked_optimizer(batch._params, [m.optimizer for m in members])
         return batch
-
-    def sync(self) -> None:
-        """A seed batch: each seed's networks, optimizer state and target counter into its
-        member (what its evaluation and checkpoint read)."""
-        for k, algo in enumerate(self.members):
-            seeded.copy_to(self.q_net, k, algo.q_net)
-            seeded.copy_to(self.q_target, k, algo.q_target)
-            self.optimizer.copy_to(k, algo.optimizer)
-            algo.next_target_update = self.next_target_update
 
     def epsilon(self, global_step: int) -> float:
         """ε of the exploration schedule at `global_step` env steps."""
@@ -162,7 +154,7 @@ class DQN:
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
         norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm)
-        self.next_target_update = update_target_(self._target_params, self._params, self.cfg,
+        self.next_target_update = update_target_(self.q_target, self.q_net, self.cfg,
                                                  global_step, self.next_target_update)
         values = torch.stack([loss.detach(), q.detach().mean(-1), target.mean(-1), norm], -1)
         return metric_rows(METRICS, values, {"train/learning_rate": lr,

@@ -32,7 +32,7 @@ def _check_obs(spec: EnvSpec) -> None:
 
 
 class OnPolicyMembers:
-    """`act`, `value`, `update` and `sync` for S on-policy members, one member at a time
+    """`act`, `value` and `update` for S on-policy members, one member at a time
     (inputs `[S, N, ...]`); `recurrent`: the members keep memory (they take episode starts)."""
 
     def __init__(self, members: list[Any], streams: SeedStreams, spec: EnvSpec):
@@ -72,12 +72,9 @@ class OnPolicyMembers:
                 metrics.append(algo.update(own, progress_remaining=progress_remaining))
         return metrics
 
-    def sync(self) -> None:
-        """Nothing to copy: the members train their own networks."""
-
 
 class OffPolicyMembers:
-    """`random_actions`, `act`, `update` and `sync` for S off-policy members, one member at a
+    """`random_actions`, `act` and `update` for S off-policy members, one member at a
     time (inputs `[S, N, ...]`; each seed's minibatch is sampled from its own replay with its own
     stream by the batch loop, as its single run samples it)."""
 
@@ -112,6 +109,3 @@ class OffPolicyMembers:
             with self.streams.as_global(k):
                 metrics.append(algo.update(own, global_step))
         return metrics
-
-    def sync(self) -> None:
-        """Nothing to copy: the members train their own networks."""

@@ -117,6 +117,18 @@ def test_hard_target_update_copies_exactly_at_interval_and_not_before():
     assert algo.next_target_update == 200
 
 
+@pytest.mark.parametrize("tau", [1.0, 0.25])
+def test_the_target_update_carries_buffers_as_well(tau):
+    """A Q-network with statistics (a BatchNorm's running mean, say) hands them to its target
+    at each update, hard or soft, as a single run's and a seed batch's `polyak_update` do."""
+    algo = make_dqn(tau=tau, target_update_interval=10)
+    for net in (algo.q_net, algo.q_target):
+        net.register_buffer("stats", torch.zeros(3))
+    algo.q_net.stats.fill_(2.0)
+    algo.update(make_batch(), global_step=10)
+    assert algo.q_target.stats.tolist() == [2.0, 2.0, 2.0]
+
+
 def test_polyak_target_update_blends_every_step_when_tau_below_one():
     algo = make_dqn(tau=0.25)
     before = [p.clone() for p in algo.q_target.parameters()]
