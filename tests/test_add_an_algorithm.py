@@ -4,70 +4,124 @@ Step 1 is the code below (a config, a class, a `build`), step 2 the YAML text (s
 ConfigStore under `algo/toy`, as a file in `conf/algo/` would be found), step 3 its one entry in
 `catalog.ALGORITHMS`; step 4 (the config reference) is a file. Step 5 is the claim checked
 here: with no other edit it trains from the command line, logs its metrics, checkpoints,
-evaluates and resumes like a built-in algorithm, runs as a seed batch, and `rltrain list` shows
-it.
+evaluates and resumes like a built-in algorithm, runs as a stacked seed batch (its critic has
+several outputs per action: quantiles), and `rltrain list` shows it.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import torch
 import yaml
+from torch import nn
 
+from rltrain.algos.base import grad_norm_step, metric_rows
 from rltrain.algos.configs.base import OffPolicyConfig
-from rltrain.algos.off_policy_steps import td_target
-from rltrain.algos.optim import adam
+from rltrain.algos.draws import Draws
+from rltrain.algos.optim import adam, stacked_optimizer
 from rltrain.checkpoint import format as checkpoint
-from rltrain.nets.q import QNetwork
-from rltrain.nets.spec import resolve_nets
-from rltrain.types import EnvSpec, Metrics, TransitionBatch
+from rltrain.nets.mlp import mlp
+from rltrain.nets.seeded import stack_modules
+from rltrain.nets.spec import NetSpec, resolve_nets
+from rltrain.types import EnvSpec, TransitionBatch
 
 
 # ---- step 1: rltrain/algos/configs/toy.py (the config), rltrain/algos/toy.py (the rest) ------
 @dataclass
 class ToyConfig(OffPolicyConfig):
-    """One-step Q-learning without a target network, ε-greedy with a fixed ε."""
+    """Quantile Q-learning (QR-DQN's loss) without a target network, ε-greedy with a fixed ε."""
 
     name: str = "toy"
     """Registry key."""
     epsilon: float = 0.2
     """Probability of a uniformly random action while training."""
+    quantiles: int = 8
+    """Values of the return's distribution per action (the critic's outputs per action)."""
 
     def validate(self, cfg: Any) -> None:
-        """Value checks of the toy's own field, then the shared off-policy ones."""
+        """Value checks of the toy's own fields, then the shared off-policy ones."""
         super().validate(cfg)
         if not 0.0 <= self.epsilon <= 1.0:
             raise ValueError(f"algo.epsilon={self.epsilon} must be in [0, 1]")
 
 
+class QuantileQ(nn.Module):
+    """Obs `[..., B, F]` -> `quantiles` values per action `[..., B, n, M]` (an MLP of the
+    `nets/` parts: a seed batch stacks it as it is)."""
+
+    def __init__(self, spec: NetSpec, n_actions: int, quantiles: int):
+        super().__init__()
+        self.n, self.m = n_actions, quantiles
+        self.body = mlp(spec.obs_dim, spec.hidden, n_actions * quantiles, spec.activation)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.body(obs).unflatten(-1, (self.n, self.m))
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        return self(obs).mean(-1).argmax(-1)
+
+
+def quantile_huber(z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """QR-DQN's loss of the quantiles `z` `[..., B, M]` to the target samples `y` `[..., B, M]`:
+    the quantile-weighted Huber loss, summed over the quantiles, averaged over the rows."""
+    m = z.shape[-1]
+    tau = (torch.arange(m, dtype=z.dtype, device=z.device) + 0.5) / m
+    u = y.unsqueeze(-2) - z.unsqueeze(-1)  # [..., B, M (quantile), M (sample)]
+    huber = torch.where(u.abs() <= 1.0, 0.5 * u.pow(2), u.abs() - 0.5)
+    weight = (tau.unsqueeze(-1) - (u < 0).to(z.dtype)).abs()
+    return (weight * huber).mean(-1).sum(-1).mean(-1)
+
+
 class Toy:
-    """Meets `OffPolicyAlgorithm`: `act`, one gradient step per `update`, `policy`, state dicts."""
+    """Meets `OffPolicyAlgorithm`: `act`, one gradient step per `update`, `policy`, state dicts;
+    `Toy.stack(members, streams)` is the same Toy for a batch of seeds (every line below takes
+    a leading seed dimension)."""
 
     def __init__(self, cfg: ToyConfig, spec: EnvSpec, device: torch.device | str):
         self.cfg, self.n = cfg, spec.action_dim
-        self.q_net = QNetwork(resolve_nets(cfg, spec).critic, spec.action_dim).to(device)
+        net = resolve_nets(cfg, spec).critic
+        self.q_net = QuantileQ(net, spec.action_dim, cfg.quantiles).to(device)
         self.policy = self.q_net
         self.optimizer = adam(self.q_net.parameters(), cfg.lr)
+        self.draws: Any = Draws(device)
+
+    @classmethod
+    def stack(cls, members: list[Toy], streams: Any) -> Toy:
+        batch = copy.copy(members[0])
+        batch.draws = streams
+        batch.q_net = batch.policy = stack_modules([m.q_net for m in members])
+        batch.optimizer = stacked_optimizer(list(batch.q_net.parameters()),
+                                            [m.optimizer for m in members])
+        return batch
+
+    def random_actions(self, num_envs: int) -> torch.Tensor:
+        return self.draws.randint(self.n, (num_envs,))
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
-        greedy = self.q_net(obs).argmax(dim=-1)
-        explore = torch.rand(greedy.shape) < self.cfg.epsilon
-        return torch.where(explore, torch.randint_like(greedy, self.n), greedy)
+        greedy = self.q_net(obs).mean(-1).argmax(-1)
+        explore = self.draws.uniform(greedy.shape[-1:]) < self.cfg.epsilon
+        return torch.where(explore, self.random_actions(greedy.shape[-1]), greedy)
 
-    def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
+    def update(self, batch: TransitionBatch, global_step: int) -> Any:
         with torch.no_grad():
-            y = td_target(batch.rewards, self.q_net(batch.next_obs).max(-1).values,
-                          batch.terminated, self.cfg.gamma)
-        q = self.q_net(batch.obs).gather(-1, batch.actions.long().view(-1, 1)).squeeze(-1)
-        loss = torch.nn.functional.mse_loss(q, y)
+            next_z = self.q_net(batch.next_obs)  # [..., B, n, M]
+            best = next_z.mean(-1).argmax(-1)[..., None, None].expand(*next_z.shape[:-2], 1,
+                                                                     self.cfg.quantiles)
+            y = (batch.rewards.unsqueeze(-1) + self.cfg.gamma * (1 - batch.terminated)
+                 .unsqueeze(-1) * next_z.gather(-2, best).squeeze(-2))
+        taken = batch.actions.long()[..., None, None].expand(*batch.actions.shape, 1,
+                                                              self.cfg.quantiles)
+        loss = quantile_huber(self.q_net(batch.obs).gather(-2, taken).squeeze(-2), y)
         self.optimizer.zero_grad()
-        loss.backward()
-        self.optimizer.step()
-        return {"train/q_loss": loss.item()}
+        loss.sum().backward()  # a seed batch: each seed its own loss's gradient
+        grad_norm_step(self.optimizer, list(self.q_net.parameters()), None)
+        return metric_rows(("train/q_loss",), loss.detach().unsqueeze(-1))
 
     def state_dict(self) -> dict[str, Any]:
         return {"q_net": self.q_net.state_dict(), "optimizer": self.optimizer.state_dict()}
@@ -79,6 +133,10 @@ class Toy:
 
 def build(cfg: ToyConfig, spec: EnvSpec, device: torch.device | str) -> Toy:
     return Toy(cfg, spec, device)
+
+
+def stack(members: list[Toy], streams: Any) -> Toy:
+    return Toy.stack(members, streams)
 
 
 # ---- step 2: conf/algo/toy.yaml -----------------------------------------------------------------
@@ -134,22 +192,47 @@ def test_a_toy_algorithm_added_by_the_documented_steps_trains_checkpoints_and_re
     assert again["counters"]["global_step"] == latest["counters"]["global_step"] == 160
 
 
-def test_an_added_algorithm_runs_as_a_seed_batch_without_a_line_more(toy_registered, tmp_path):
-    """No stacked form in its entry: `num_seeds=2` runs each seed's own Toy in turn, in one
-    process and one batch folder; seed 1 ends with exactly the weights of the run seed=1 alone."""
-    from rltrain.api import train
+def test_an_added_algorithm_runs_as_a_stacked_seed_batch_without_a_line_more(
+        toy_registered, tmp_path, monkeypatch, caplog):
+    """Its module's `stack`: `num_seeds=3` trains the three Toys as one stacked network (not
+    each seed in turn), and seed 1 ends where the run seed=1 alone ends, within the rounding a
+    batch's other summation order allows (tests/seeds/helpers.py)."""
+    import logging
+    import sys
 
+    from rltrain.api import train
+    from tests.seeds.helpers import MOVED, assert_parameters_follow
+
+    stacked = []
+    real = Toy.stack
+    monkeypatch.setattr(sys.modules[__name__], "stack",
+                        lambda members, streams: stacked.append(len(members)) or real(members, streams))
     overrides = ["algo=toy", "env=CartPole-v1", "env.num_envs=2", "algo.learning_starts=32",
                  "algo.batch_size=16", "algo.hidden_sizes=[16]", "total_timesteps=96",
                  "eval.freq=0", "eval.episodes=2", "eval.num_envs=2", "logger=none",
                  "progress=off", "preset=null"]
-    summary = train([*overrides, "num_seeds=2"], run_dir=tmp_path / "batch")
-    assert summary["seeds"] == [0, 1] and sorted(summary["final_eval"]) == ["0", "1"]
+    with caplog.at_level(logging.INFO, logger="rltrain"):
+        summary = train([*overrides, "num_seeds=3"], run_dir=tmp_path / "batch")
+    assert stacked == [3] and "in turn" not in caplog.text
+    assert summary["seeds"] == [0, 1, 2] and sorted(summary["final_eval"]) == ["0", "1", "2"]
+    train([*overrides, "seed=1", "total_timesteps=2"], run_dir=tmp_path / "start")  # no update
     train([*overrides, "seed=1"], run_dir=tmp_path / "alone")
-    batched = checkpoint.load(tmp_path / "batch" / "seed_1" / "checkpoints" / "final.pt")
-    alone = checkpoint.load(tmp_path / "alone" / "checkpoints" / "final.pt")
-    for name, value in alone["algo"]["q_net"].items():
-        assert torch.equal(batched["algo"]["q_net"][name], value), name
+    batched, alone, start = (
+        checkpoint.load(tmp_path / run / "checkpoints" / "final.pt")["algo"]["q_net"]
+        for run in ("batch/seed_1", "alone", "start"))
+    assert {k: v.shape for k, v in batched.items()} == {k: v.shape for k, v in alone.items()}
+    assert_parameters_follow(batched, alone, start, MOVED, "seed 1")
+    assert any(not torch.equal(alone[k], start[k]) for k in alone)  # it trained
+
+
+def test_the_toys_quantile_loss_on_cases_with_known_answers():
+    """One quantile (τ = ½): half the Huber loss; below the target the under-estimate weighs τ,
+    above it 1 − τ, and past |u| = 1 the loss grows linearly."""
+    z = torch.tensor([[0.0]])
+    assert quantile_huber(z, torch.tensor([[0.5]])).item() == pytest.approx(0.5 * 0.5 * 0.25)
+    assert quantile_huber(z, torch.tensor([[3.0]])).item() == pytest.approx(0.5 * 2.5)
+    two = torch.tensor([[0.0, 0.0]])  # τ = ¼, ¾, both ½ below the targets: Σ τ · ½
+    assert quantile_huber(two, torch.ones(1, 2)).item() == pytest.approx((0.25 + 0.75) * 0.5)
 
 
 def test_rltrain_list_shows_an_added_algorithm_and_survives_one_without_traits(

@@ -34,18 +34,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from rltrain.errors import UserError
-from rltrain.nets.actor_critic import ActorCritic
-from rltrain.nets.continuous import (
-    DeterministicActor,
-    EnsembleLayerNorm,
-    EnsembleLinear,
-    QEnsemble,
-    SquashedGaussianActor,
-    ensemble_linear,
-)
-from rltrain.nets.heads import CategoricalHead, GaussianHead
+from rltrain.nets.continuous import EnsembleLayerNorm, EnsembleLinear, ensemble_linear
+from rltrain.nets.heads import CategoricalHead, GaussianHead, PolicyHead
 from rltrain.nets.mlp import ACTIVATIONS
-from rltrain.nets.q import QNetwork
+from rltrain.nets.sde import StateDependentNoise
 
 _LAYERS = (nn.Linear, nn.LayerNorm, EnsembleLinear, EnsembleLayerNorm, *ACTIVATIONS.values())
 
@@ -60,34 +52,36 @@ class NotStackable(UserError):
 
 
 def check_stackable(net: nn.Module) -> None:
-    """Refuse, in one line, a network the batch cannot run (what it can: MLP actor-critics with
-    a categorical or Gaussian head, MLP Q-networks, plain or dueling, and MLP actors and
-    Q-ensembles, on vector observations)."""
-    if isinstance(net, QNetwork | SquashedGaussianActor | DeterministicActor | QEnsemble):
-        if net.encoder is not None:
-            raise NotStackable("an observation encoder (images, Dict or categorical observations)")
-        if getattr(net, "sde", None) is not None:
-            raise NotStackable("gSDE (algo.use_sde)")
-        _check_layers(net)
-        return
-    if type(net) is not ActorCritic:
-        raise NotStackable(f"a {type(net).__name__} (a recurrent core)")
-    if net.shared:
+    """Refuse, in one line, a network the batch cannot run. What it can: any network whose
+    layers with parameters are `Linear`, `LayerNorm` or the ensemble forms of `nets/continuous`
+    (with any activations between them and free parameters such as a Gaussian head's log σ), on
+    vector observations, whose forward reads its inputs' last dimension (the `nets/` classes
+    do); an actor-critic's head categorical or Gaussian (what a seed's noise is drawn for)."""
+    if getattr(net, "shared", False):
         raise NotStackable("a shared encoder (net.share_encoder)")
-    if net.actor_encoder is not None or net.critic_encoder is not None:
+    if any(name.endswith("encoder") and value is not None for name, value in vars(net).items()) \
+            or any(name.endswith("encoder") for name in net._modules):
         raise NotStackable("an observation encoder (images, Dict or categorical observations)")
-    if type(net.head) not in (CategoricalHead, GaussianHead):
-        raise NotStackable(f"a {type(net.head).__name__} (MultiDiscrete, MultiBinary or gSDE "
+    if getattr(net, "sde", None) is not None or any(
+            isinstance(m, StateDependentNoise) for m in net.modules()):
+        raise NotStackable("gSDE (algo.use_sde)")
+    head = getattr(net, "head", None)
+    if isinstance(head, PolicyHead) and type(head) not in (CategoricalHead, GaussianHead):
+        raise NotStackable(f"a {type(head).__name__} (MultiDiscrete, MultiBinary or gSDE "
                            "actions)")
-    _check_layers(net)
+    for layer in net.modules():
+        if isinstance(layer, nn.RNNBase):
+            raise NotStackable(f"a {type(layer).__name__} (a recurrent core)")
+        holds = any(True for _ in layer.parameters(recurse=False)) or \
+            any(True for _ in layer.buffers(recurse=False))
+        if holds and not isinstance(layer, _LAYERS) and _is_leaf_layer(layer):
+            raise NotStackable(f"a {type(layer).__name__} layer")
 
 
-def _check_layers(net: nn.Module) -> None:
-    for seq in net.modules():
-        if isinstance(seq, nn.Sequential):
-            for layer in seq:
-                if not isinstance(layer, _LAYERS):
-                    raise NotStackable(f"a {type(layer).__name__} layer")
+def _is_leaf_layer(layer: nn.Module) -> bool:
+    """A module with no children: a layer (a module with children may hold a free parameter,
+    such as a Gaussian head's log σ, which is stacked as it is)."""
+    return not any(True for _ in layer.children())
 
 
 class SeedFlatten(nn.Module):

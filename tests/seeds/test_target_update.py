@@ -42,12 +42,27 @@ def test_a_networks_target_blends_parameters_and_copies_batchnorm_statistics():
 
 
 def _critic(seed: int) -> QEnsemble:
-    """A twin critic carrying a BatchNorm beside its layers (stackable: the batch stacks its
-    parameters and buffers, and its forward does not use it)."""
+    """A twin critic carrying running statistics as buffers of its own (as a batch-normalized
+    critic does; a seed batch stacks parameters and buffers alike, whatever holds them)."""
     torch.manual_seed(seed)
     critic = QEnsemble(NetSpec(obs_shape=(3,), hidden=(8,)), action_dim=1, n=2)
-    critic.norm = nn.BatchNorm1d(3)
+    norm = nn.BatchNorm1d(3)
+    for name, value in norm.named_buffers():
+        critic.register_buffer(name, value.clone())
+    critic.norm = _Statistics(critic)
     return critic
+
+
+class _Statistics:
+    """`critic.norm(x)`: a training-mode BatchNorm forward that updates the critic's buffers."""
+
+    def __init__(self, critic: QEnsemble):
+        self.critic = critic
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        c = self.critic
+        c.num_batches_tracked += 1
+        return nn.functional.batch_norm(x, c.running_mean, c.running_var, training=True)
 
 
 def test_a_seed_batch_updates_each_seeds_target_as_its_single_run_does():
@@ -64,6 +79,6 @@ def test_a_seed_batch_updates_each_seeds_target_as_its_single_run_does():
         polyak_update(target, source, TAU)  # the single run's update of seed k
         for name, value in target.state_dict().items():
             assert torch.equal(from_batch.state_dict()[name], value), f"seed {k}, {name}"
-        assert torch.equal(target.norm.running_var, source.norm.running_var)
+        assert torch.equal(target.running_var, source.running_var)
     # the seeds' statistics differ, so a seed given another's would fail the comparison above
-    assert not torch.equal(sources[0].norm.running_mean, sources[1].norm.running_mean)
+    assert not torch.equal(sources[0].running_mean, sources[1].running_mean)
