@@ -231,7 +231,7 @@ def test_the_toys_quantile_loss_on_cases_with_known_answers():
     z = torch.tensor([[0.0]])
     assert quantile_huber(z, torch.tensor([[0.5]])).item() == pytest.approx(0.5 * 0.5 * 0.25)
     assert quantile_huber(z, torch.tensor([[3.0]])).item() == pytest.approx(0.5 * 2.5)
-    two = torch.tensor([[0.0, 0.0]])  # τ = ¼, ¾, both ½ below the targets: Σ τ · ½
+    two = torch.tensor([[0.0, 0.0]])  # τ = ¼, ¾, each 1 below its target (Huber ½): Σ τ · ½
     assert quantile_huber(two, torch.ones(1, 2)).item() == pytest.approx((0.25 + 0.75) * 0.5)
 
 
