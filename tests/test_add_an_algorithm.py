@@ -23,6 +23,7 @@ from rltrain.algos.base import grad_norm_step, metric_rows
 from rltrain.algos.configs.base import OffPolicyConfig
 from rltrain.algos.draws import Draws
 from rltrain.algos.optim import adam, stacked_optimizer
+from rltrain.buffers.replay import ReplayBuffer
 from rltrain.checkpoint import format as checkpoint
 from rltrain.nets.mlp import mlp
 from rltrain.nets.seeded import stack_modules
@@ -41,12 +42,42 @@ class ToyConfig(OffPolicyConfig):
     """Probability of a uniformly random action while training."""
     quantiles: int = 8
     """Values of the return's distribution per action (the critic's outputs per action)."""
+    window: int = 64
+    """Its replay samples the newest this many transitions only (`RecentReplay`)."""
+
+    def replay_path(self, name: str) -> str:
+        """Its own replay, whatever `algo.replay` says."""
+        return f"{__name__}:RecentReplay"
 
     def validate(self, cfg: Any) -> None:
         """Value checks of the toy's own fields, then the shared off-policy ones."""
         super().validate(cfg)
         if not 0.0 <= self.epsilon <= 1.0:
             raise ValueError(f"algo.epsilon={self.epsilon} must be in [0, 1]")
+
+
+class RecentReplay(ReplayBuffer):
+    """A replay of its own: samples uniformly among the newest `window` transitions; what it
+    saves is the ring's and its window."""
+
+    @classmethod
+    def build(cls, spec: Any, cfg: ToyConfig, device: torch.device, obs_dtype: Any = None):
+        replay = super().build(spec, cfg, device, obs_dtype)
+        replay.window = cfg.window
+        return replay
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None):
+        back = torch.randint(0, min(self.size, self.window), (batch_size,), generator=generator)
+        idx = (self.pos - 1 - back) % self.capacity
+        return TransitionBatch(self.obs[idx], self.actions[idx], self.rewards[idx],
+                               self.next_obs[idx], self.terminated[idx])
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "window": self.window}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.window = int(state["window"])
 
 
 class QuantileQ(nn.Module):
@@ -175,7 +206,8 @@ def test_a_toy_algorithm_added_by_the_documented_steps_trains_checkpoints_and_re
     overrides = ["algo=toy", "env=CartPole-v1", "env.num_envs=2", "algo.learning_starts=32",
                  "algo.batch_size=16", "algo.hidden_sizes=[16]", "total_timesteps=160",
                  "eval.freq=0", "eval.episodes=2", "eval.num_envs=2", "checkpoint.freq=64",
-                 "logger=none", "logger.log_freq=0", "progress=off", "preset=null"]
+                 "checkpoint.save_buffer=true", "algo.window=40", "logger=none",
+                 "logger.log_freq=0", "progress=off", "preset=null"]
     result = train(overrides, run_dir=tmp_path / "run")
     assert result["episodes"] == 2
     latest = checkpoint.load(tmp_path / "run" / "checkpoints" / "final.pt")
@@ -183,13 +215,18 @@ def test_a_toy_algorithm_added_by_the_documented_steps_trains_checkpoints_and_re
     assert set(latest["algo"]) == {"q_net", "optimizer"}
     rows = (tmp_path / "run" / "metrics.csv").read_text()
     assert ",train/q_loss," in rows  # its metrics reach the loggers through the shared loop
-    # resume from the periodic checkpoint at step 128 in a copy of the run: same final weights
+    # resume from the periodic checkpoint at step 128 in a copy of the run: its own replay,
+    # restored as it saved it, so the same final weights
     periodic = checkpoint.load(tmp_path / "run" / "checkpoints" / "step_000000128.pt")
+    assert periodic["replay"]["window"] == 40 and periodic["replay"]["size"] == 128
     cfg = to_train_config(periodic["config"])
     resumed = Runner(cfg, tmp_path / "resumed", resume_from=periodic)
+    assert type(resumed.replay) is RecentReplay and resumed.replay.size == 128
     resumed.run()
     again = checkpoint.load(tmp_path / "resumed" / "checkpoints" / "final.pt")
     assert again["counters"]["global_step"] == latest["counters"]["global_step"] == 160
+    for name, value in latest["algo"]["q_net"].items():
+        assert torch.equal(again["algo"]["q_net"][name], value), name
 
 
 def test_an_added_algorithm_runs_as_a_stacked_seed_batch_without_a_line_more(

@@ -24,9 +24,13 @@ next action is not known yet) and final-frame slots are never valid.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
-from rltrain.buffers.replay import check_memory
+from rltrain.buffers.choice import BadState
+from rltrain.buffers.replay import check_memory, replay_actions
 from rltrain.errors import UserError
 from rltrain.types import TransitionBatch
 
@@ -40,6 +44,52 @@ class FrameReplayBuffer:
     one slot more (its final frame). Memory: `H*W` bytes per slot plus the action, reward and
     flags (see `nbytes`).
     """
+
+    STATE: dict[str, tuple] = {
+        "frames": ("tensor", "byte", 4), "actions": ("tensor",), "rewards": ("tensor", "float"),
+        "terminated": ("tensor",), "ep_pos": ("tensor", "byte", 2), "valid": ("tensor", "", 2),
+        "head": ("tensor", "int", 1), "written": ("tensor", "int", 1),
+        "last_next": ("tensor", "byte", 4), "has_last": ("tensor", "", 1),
+        "ring": ("int", 1), "size": ("int", 0)}
+    """What `state_dict()` holds: field -> kind (`checkpoint/payload.py` reads it)."""
+    RINGS = ("frames", "actions", "rewards", "terminated", "ep_pos", "valid")
+    """The `[N, F, ...]` fields: F written slots of each env row's ring."""
+
+    @classmethod
+    def build(cls, spec: Any, cfg: Any, device: torch.device,
+              obs_dtype: Any = None) -> FrameReplayBuffer:
+        """The empty rings of `cfg.buffer_size` transitions for the frame-stacked pixel env
+        `spec` (`[k, H, W]` bytes); a one-line error for any other."""
+        if len(spec.obs_shape) != 3 or spec.obs_entries or not spec.pixels:
+            raise UserError(f"algo.replay=frames stores frame-stacked pixel observations "
+                            f"[k, H, W]; this env's are {list(spec.obs_shape)}: use "
+                            f"algo.replay=uniform (or auto)")
+        action_shape, action_dtype = replay_actions(spec)
+        return cls(cfg.buffer_size, spec.num_envs, spec.obs_shape, action_shape, action_dtype,
+                   device)
+
+    @classmethod
+    def check_state(cls, state: dict[str, Any]) -> None:
+        """`BadState` unless the rings share their rows and slots and the per-row fields their
+        rows."""
+        n, f = state["frames"].shape[:2]
+        if f > state["ring"]:
+            raise BadState("frames", f"has {f} slots per ring, more than ring={state['ring']}")
+        for name in cls.RINGS:
+            if tuple(state[name].shape[:2]) != (n, f):
+                raise BadState(name, f"has shape {list(state[name].shape)}, expected "
+                                     f"[{n}, {f}, ...]")
+        for name in ("head", "written", "last_next", "has_last"):
+            if len(state[name]) != n:
+                raise BadState(name, f"has {len(state[name])} rows, expected {n}")
+
+    @classmethod
+    def fit_rows(cls, state: dict[str, Any], spec: Any, obs_rows: Callable[..., dict]) -> dict:
+        """(saved tensor, the shape the env `spec` needs) per field."""
+        frames, (action, _) = state["frames"], replay_actions(spec)
+        return {"frames": (frames, (spec.num_envs, frames.shape[1], *spec.obs_shape[1:])),
+                "last_next": (state["last_next"], (spec.num_envs, *spec.obs_shape)),
+                "actions": (state["actions"], (*frames.shape[:2], *action))}
 
     def __init__(self, capacity: int, num_envs: int, obs_shape: tuple[int, ...],
                  action_shape: tuple[int, ...], action_dtype: torch.dtype,

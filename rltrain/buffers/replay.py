@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from rltrain import obs as obs_ops
+from rltrain.buffers.choice import BadState
 from rltrain.errors import UserError
 from rltrain.types import TransitionBatch
 
@@ -56,6 +59,13 @@ def check_memory(capacity: int, obs_shape: tuple[int, ...] | obs_ops.Layout, dev
                         f"{free / 2**30:.1f} GiB is available: lower algo.buffer_size")
 
 
+def replay_actions(spec: Any) -> tuple[tuple[int, ...], torch.dtype]:
+    """(shape, dtype) of one stored action: an index for Discrete, a vector for Box."""
+    if spec.action_kind == "discrete":
+        return (), torch.long
+    return (spec.action_dim,), torch.float32
+
+
 class ReplayBuffer:
     """Stores transitions `(obs, action, reward, next_obs, terminated)` in a ring of `capacity`.
 
@@ -65,6 +75,52 @@ class ReplayBuffer:
     writes N consecutive slots, wrapping around the end. Observations are stored as
     `obs_dtype` (uint8 for pixel envs, see `obs_storage_dtype`) and sampled as stored.
     """
+
+    STATE: dict[str, tuple] = {
+        "obs": ("obs",), "next_obs": ("obs",), "actions": ("tensor",), "rewards": ("tensor",),
+        "terminated": ("tensor",), "pos": ("int", 0), "size": ("int", 0)}
+    """What `state_dict()` holds: field -> kind (`checkpoint/payload.py` reads it); the
+    optional `next_masks` ([size, n] bool, a masked env) is read when it fits."""
+    ROWS = ("obs", "next_obs", "actions", "rewards", "terminated")
+    """The fields of `size` rows each."""
+
+    @classmethod
+    def build(cls, spec: Any, cfg: Any, device: torch.device,
+              obs_dtype: torch.dtype | dict[str, torch.dtype] | None = None) -> ReplayBuffer:
+        """The empty buffer of `cfg.buffer_size` transitions for the env `spec`: observations
+        stored as `obs_storage_dtype` says (one tensor per entry of a Dict observation)."""
+        action_shape, action_dtype = replay_actions(spec)
+        if spec.obs_entries:
+            dtypes = obs_dtype if isinstance(obs_dtype, dict) else {}
+            layout = {e.key: (e.obs_shape, obs_storage_dtype(dtypes.get(e.key, torch.float32)))
+                      for e in spec.obs_entries}
+            return cls(cfg.buffer_size, layout, action_shape, action_dtype, device)
+        if obs_dtype is None or isinstance(obs_dtype, dict):
+            obs_dtype = torch.uint8 if spec.pixels else torch.float32
+        return cls(cfg.buffer_size, spec.obs_shape, action_shape, action_dtype, device,
+                   obs_dtype=obs_storage_dtype(obs_dtype))
+
+    @classmethod
+    def check_state(cls, state: dict[str, Any]) -> None:
+        """`BadState` unless every row field holds `size` rows."""
+        for name in cls.ROWS:
+            parts = state[name].items() if isinstance(state[name], dict) else [("", state[name])]
+            for entry, tensor in parts:
+                if len(tensor) != state["size"]:
+                    raise BadState(f"{name}{'.' + entry if entry else ''}",
+                                   f"has {len(tensor)} rows, expected size={state['size']}")
+
+    @classmethod
+    def fit_rows(cls, state: dict[str, Any], spec: Any, obs_rows: Callable[..., dict]) -> dict:
+        """(saved tensor, the shape the env `spec` needs) per field (`obs_rows(name, saved,
+        spec, lead)`: the same for observations, per entry of a Dict one)."""
+        n, (action, _) = state["size"], replay_actions(spec)
+        rows: dict[str, tuple] = {}
+        for name in ("obs", "next_obs"):
+            rows.update(obs_rows(name, state[name], spec, (n,)))
+        for name, shape in (("actions", action), ("rewards", ()), ("terminated", ())):
+            rows[name] = (state[name], (n, *shape))
+        return rows
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...] | obs_ops.Layout,
                  action_shape: tuple[int, ...], action_dtype: torch.dtype,

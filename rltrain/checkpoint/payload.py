@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
+from rltrain.buffers.choice import BadState, saved_replay_class
 from rltrain.errors import UserError
-from rltrain.types import action_shape
 
 EVAL = ("config", "algo")
 """What `rltrain eval` and `rltrain export` read (and `env`'s normalizer statistics, if any)."""
@@ -137,39 +137,17 @@ def _either(*checks: Check) -> Check:
 
 
 def _replay(value: Any, key: str, strict: bool) -> None:
-    """The saved replay buffer: five tensors of `size` rows, ring position and size; or the
-    frame replay's rings (`buffers/frame_replay.py`, it has `frames`)."""
-    if isinstance(value, dict) and "frames" in value:
-        _frame_replay(value, key)
-        return
-    names = ("obs", "next_obs", "actions", "rewards", "terminated")
-    _record({**{n: _OBS if "obs" in n else _tensor() for n in names}, "pos": _int(0),
-             "size": _int(0)})(value, key, True)
-    for n in names:
-        parts = value[n].items() if isinstance(value[n], dict) else [("", value[n])]
-        for entry, tensor in parts:
-            if len(tensor) != value["size"]:
-                raise _Bad(f"{key}.{n}{'.' + entry if entry else ''}",
-                           f"has {len(tensor)} rows, expected size={value['size']}")
-
-
-def _frame_replay(value: Any, key: str) -> None:
-    """`FrameReplayBuffer.state_dict()`: `[N, F, ...]` rings, `[N]` ring positions."""
-    rings = ("frames", "actions", "rewards", "terminated", "ep_pos", "valid")
-    _record({"frames": _tensor("byte", ndim=4), "actions": _tensor(), "rewards": _tensor("float"),
-             "terminated": _tensor(), "ep_pos": _tensor("byte", ndim=2), "valid": _tensor(ndim=2),
-             "head": _tensor("int", ndim=1), "written": _tensor("int", ndim=1),
-             "last_next": _tensor("byte", ndim=4), "has_last": _tensor(ndim=1),
-             "ring": _int(1), "size": _int(0)})(value, key, True)
-    n, f = value["frames"].shape[:2]
-    if f > value["ring"]:
-        raise _Bad(f"{key}.frames", f"has {f} slots per ring, more than ring={value['ring']}")
-    for name in rings:
-        if tuple(value[name].shape[:2]) != (n, f):
-            raise _Bad(f"{key}.{name}", f"has shape {list(value[name].shape)}, expected [{n}, {f}, ...]")
-    for name in ("head", "written", "last_next", "has_last"):
-        if len(value[name]) != n:
-            raise _Bad(f"{key}.{name}", f"has {len(value[name])} rows, expected {n}")
+    """The saved replay buffer, as its class declares it (`STATE`, `check_state`:
+    `buffers/choice.py`): the uniform ring's rows, or the frame replay's rings."""
+    _DICT(value, key, strict)
+    cls = saved_replay_class(value)
+    _record({name: _KINDS[kind[0]](*kind[1:]) for name, kind in cls.STATE.items()})(
+        value, key, True)
+    try:
+        cls.check_state(value)
+    except BadState as bad:
+        field, what = bad.args
+        raise _Bad(f"{key}.{field}", what) from None
 
 
 def _eval_result(value: Any, key: str, strict: bool) -> None:
@@ -197,6 +175,8 @@ def _python_rng(value: Any, key: str, strict: bool) -> None:
 _RMS = _record({"mean": _tensor("float"), "var": _tensor("float"), "count": _NUMBER})
 _OBS = _either(_mapping(_tensor()), _tensor())
 """Observations: one tensor, or one per entry of a Dict / Tuple observation."""
+_KINDS: dict[str, Callable[..., Check]] = {"obs": lambda: _OBS, "tensor": _tensor, "int": _int}
+"""The field kinds a replay's `STATE` declares, and their checks."""
 
 FIELDS: dict[str, Check] = {
     "format_version": _int(1),
@@ -229,34 +209,29 @@ FIELDS: dict[str, Check] = {
 
 # ---- shapes against the env a run resumes with ---------------------------------------------
 
-def check_fits(payload: dict[str, Any], spec: Any, capacity: int, path: str | os.PathLike) -> None:
+def check_fits(payload: dict[str, Any], spec: Any, replay: Any, path: str | os.PathLike) -> None:
     """Refuse a resume payload whose last observation or replay buffer has other shapes than
-    the env (`EnvSpec`) and buffer `capacity` the run is rebuilt with."""
-    obs = (spec.num_envs, *spec.obs_shape)
-    action = action_shape(spec)
+    the env (`EnvSpec`) and `replay` (the run's, rebuilt; None for on-policy) need."""
     rows = {**_obs_rows("loop.obs", payload["loop"]["obs"], spec, (spec.num_envs,))}
-    replay = payload.get("replay")
-    if replay is not None:
-        if replay["size"] > capacity:
-            raise UserError(f"{path}: checkpoint field replay.size is {replay['size']:,}, more "
-                            f"than the buffer holds (algo.buffer_size={capacity:,})")
-        n = replay["size"]
-        if "frames" in replay:  # the frame replay: [N, F, H, W] rings of single frames
-            frames = replay["frames"]
-            rows["replay.frames"] = (frames, (spec.num_envs, frames.shape[1], *spec.obs_shape[1:]))
-            rows["replay.last_next"] = (replay["last_next"], obs)
-            rows["replay.actions"] = (replay["actions"], (*frames.shape[:2], *action))
-        else:
-            for name in ("obs", "next_obs"):
-                rows.update(_obs_rows(f"replay.{name}", replay[name], spec, (n,)))
-            for name, shape in (("actions", action), ("rewards", ()), ("terminated", ())):
-                rows[f"replay.{name}"] = (replay[name], (n, *shape))
+    saved = payload.get("replay")
+    if saved is not None and replay is not None:
+        if saved["size"] > replay.capacity:
+            raise UserError(f"{path}: checkpoint field replay.size is {saved['size']:,}, more "
+                            f"than the buffer holds (algo.buffer_size={replay.capacity:,})")
+        rows.update({f"replay.{name}": row for name, row in
+                     type(replay).fit_rows(saved, spec, _replay_obs_rows).items()})
     for key, (value, shape) in rows.items():
         if value is None:
             raise UserError(f"{path}: checkpoint field {key} does not fit this env: {shape}")
         if tuple(value.shape) != tuple(shape):
             raise UserError(f"{path}: checkpoint field {key} has shape {list(value.shape)}, "
                             f"expected {list(shape)} for this env")
+
+
+def _replay_obs_rows(name: str, saved: Any, spec: Any, lead: tuple[int, ...]) -> dict[str, tuple]:
+    """`_obs_rows` for a replay's observation field `name` (its keys under `replay.`)."""
+    return {key.removeprefix("replay."): row
+            for key, row in _obs_rows(f"replay.{name}", saved, spec, lead).items()}
 
 
 def _obs_rows(key: str, saved: Any, spec: Any, lead: tuple[int, ...]) -> dict[str, tuple]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import torch
 
 from rltrain.algos.base import mean_metrics
 from rltrain.algos.configs.base import OffPolicyConfig
-from rltrain.buffers.frame_replay import FrameReplayBuffer
-from rltrain.buffers.replay import ReplayBuffer, obs_storage_dtype
+from rltrain.buffers.choice import replay_class, resolved
+from rltrain.buffers.replay import obs_storage_dtype
 from rltrain.envs.masks import action_mask
 from rltrain.runner.context import LoopContext
 from rltrain.types import EnvSpec
@@ -36,33 +37,14 @@ def next_state_mask(current: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
 
 
 def make_replay(spec: EnvSpec, cfg: OffPolicyConfig, device: torch.device,
-                obs_dtype: torch.dtype | dict[str, torch.dtype] | None = None,
-                ) -> ReplayBuffer | FrameReplayBuffer:
-    """The empty replay buffer the config asks for, with its memory reported. `obs_dtype`: the
-    env's observation dtype (default: uint8 for `spec.pixels`, else float32), per entry for
-    Dict observations (`spec.obs_entries`); stored as `obs_storage_dtype` says. Frame-stacked
-    pixel envs (`spec.frame_stack > 0`) get the `FrameReplayBuffer`, which stores each frame once."""
-    discrete = spec.action_kind == "discrete"
-    action_shape, action_dtype = (() if discrete else (spec.action_dim,),
-                                  torch.long if discrete else torch.float32)
-    if spec.obs_entries:
-        dtypes = obs_dtype if isinstance(obs_dtype, dict) else {}
-        layout = {e.key: (e.obs_shape, obs_storage_dtype(dtypes.get(e.key, torch.float32)))
-                  for e in spec.obs_entries}
-        replay: ReplayBuffer | FrameReplayBuffer = ReplayBuffer(
-            cfg.buffer_size, layout, action_shape, action_dtype, device)
-        log.info("replay buffer: %s transitions, %.1f MiB on %s", f"{replay.capacity:,}",
-                 replay.nbytes / 2**20, device)
-        return replay
-    if obs_dtype is None or isinstance(obs_dtype, dict):
-        obs_dtype = torch.uint8 if spec.pixels else torch.float32
-    dtype = obs_storage_dtype(obs_dtype)
-    if spec.frame_stack > 0 and dtype == torch.uint8 and len(spec.obs_shape) == 3:
-        replay = FrameReplayBuffer(
-            cfg.buffer_size, spec.num_envs, spec.obs_shape, action_shape, action_dtype, device)
-    else:
-        replay = ReplayBuffer(cfg.buffer_size, spec.obs_shape, action_shape, action_dtype, device,
-                              obs_dtype=dtype)
+                obs_dtype: torch.dtype | dict[str, torch.dtype] | None = None) -> Any:
+    """The empty replay `cfg.replay` names (`buffers/choice.py`), built by its class for the env
+    `spec` on `device`, with its memory said. `obs_dtype`: the env's observation dtype (default:
+    uint8 for `spec.pixels`, else float32), per entry for Dict observations."""
+    plain = obs_dtype if obs_dtype is not None and not isinstance(obs_dtype, dict) else (
+        torch.uint8 if spec.pixels else torch.float32)
+    name = resolved(spec, cfg, obs_storage_dtype(plain) == torch.uint8)
+    replay = replay_class(cfg.replay_path(name)).build(spec, cfg, device, obs_dtype)
     log.info("replay buffer: %s transitions, %.1f MiB on %s", f"{replay.capacity:,}",
              replay.nbytes / 2**20, device)
     return replay

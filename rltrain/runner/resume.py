@@ -123,7 +123,7 @@ def restore(ctx: LoopContext, schedule: Schedule, payload: dict[str, Any], cfg: 
     payload = for_rank(payload, world.rank, world.size, where)
     if world.rank > 0:  # this rank's own parts, checked as closely as rank 0's
         check_payload(payload, where, RESUME)
-    check_fits(payload, ctx.env.spec, ctx.replay.capacity if ctx.replay is not None else 0, where)
+    check_fits(payload, ctx.env.spec, ctx.replay, where)
     done, total = payload["counters"]["global_step"], ctx.state.total_timesteps
     # a smaller budget than the steps done would write final.pt at once, as if the run had
     # been asked for fewer; the run's own budget may be passed (parallel envs overshoot it)

@@ -202,12 +202,11 @@ def test_atari_million_transitions_fit_in_8_gb():
 
 
 def test_make_replay_picks_the_buffer_and_obs_dtype():
-    from types import SimpleNamespace
-
+    from rltrain.algos.configs.dqn import DQNConfig
     from rltrain.runner.off_policy import make_replay
     from rltrain.types import EnvSpec
 
-    cfg = SimpleNamespace(buffer_size=64)
+    cfg = DQNConfig(buffer_size=64)  # algo.replay=auto
     atari = EnvSpec((4, 84, 84), "discrete", 6, 2, pixels=True, frame_stack=4)
     assert isinstance(make_replay(atari, cfg, torch.device("cpu"), torch.uint8), FrameReplayBuffer)
     pixels = EnvSpec((40, 40, 3), "discrete", 2, 2, pixels=True)
@@ -215,3 +214,16 @@ def test_make_replay_picks_the_buffer_and_obs_dtype():
     assert isinstance(plain, ReplayBuffer) and plain.obs.dtype == torch.uint8
     vector = EnvSpec((4,), "box", 1, 2)
     assert make_replay(vector, cfg, torch.device("cpu"), torch.float32).obs.dtype == torch.float32
+    # named: the uniform ring for stacked frames too; the frame replay refuses other obs
+    uniform = DQNConfig(buffer_size=64, replay="uniform")
+    assert type(make_replay(atari, uniform, torch.device("cpu"), torch.uint8)) is ReplayBuffer
+    with pytest.raises(UserError, match=r"algo.replay=frames stores frame-stacked pixel"):
+        make_replay(vector, DQNConfig(buffer_size=64, replay="frames"), torch.device("cpu"))
+
+
+def test_a_replay_name_that_is_not_one_is_a_one_line_error():
+    from rltrain.algos.configs.dqn import DQNConfig
+
+    with pytest.raises(UserError, match=r"algo.replay='her' is not a replay: choose auto, "
+                                        r"uniform, frames"):
+        DQNConfig(replay="her").validate(None)

@@ -8,6 +8,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from rltrain.buffers.choice import REPLAYS
 from rltrain.checks import check_finite, check_fraction, check_non_negative, check_positive
 from rltrain.errors import UserError
 from rltrain.nets.config import NetConfig
@@ -108,9 +109,21 @@ class OffPolicyConfig(AlgoConfig):
     factor as `lr`."""
     lr_final: float = 0.0
     """Learning rate reached after `lr_decay_steps` env steps, and kept after them."""
+    replay: str = "auto"
+    """The replay transitions are stored in (`rltrain/buffers/choice.py` `REPLAYS`): `uniform`
+    (a ring sampled uniformly), `frames` (frame-stacked pixels, each frame stored once), or
+    `auto`: `frames` for frame-stacked pixel envs, `uniform` otherwise."""
+
+    def replay_path(self, name: str) -> str:
+        """`module:Class` of the replay called `name` (`replay`, `auto` resolved): the entry of
+        `REPLAYS`; an algorithm with a replay of its own overrides this."""
+        return REPLAYS[name]
 
     def validate(self, cfg: Any) -> None:
         """Cross-field checks shared by the off-policy algorithms."""
+        if self.replay != "auto" and self.replay not in REPLAYS:
+            raise UserError(f"algo.replay={self.replay!r} is not a replay: choose auto, "
+                            f"{', '.join(REPLAYS)}")
         for name in ("buffer_size", "batch_size", "train_freq", "gradient_steps"):
             if getattr(self, name) <= 0:
                 raise UserError(f"algo.{name}={getattr(self, name)} must be > 0")
