@@ -16,7 +16,7 @@ every seed must reach the threshold (CartPole >= 475, Pendulum >= -200).
 
 Distribution: final deterministic evals of seeds 0..N-1 trained as one batch and each alone.
 Seed k's run in a batch is not bit-identical to its run alone after ~5-10 updates (see
-rltrain/seeds/stacked.py), so the test is that the two samples come from one distribution:
+rltrain/nets/seeded.py), so the test is that the two samples come from one distribution:
 medians, IQMs and a two-sided permutation test of the means. Results go to
 benchmarks/results/seed_batch.{json,md}; earlier runs and experiments: seed_batch_history.md.
 """

@@ -1,10 +1,10 @@
 """Seeds whose networks cannot run stacked, or whose algorithm has no stacked form: each
 seed's own algorithm, in turn (`OnPolicyMembers`, `OffPolicyMembers`).
 
-`stacked.py` batches MLP actor-critics on vector observations. A recurrent core (`ppo_lstm`),
-gSDE, an image or shared encoder, or a MultiDiscrete / MultiBinary head it cannot stack; for
-those, and for an algorithm added without a stacked form (its `catalog.ALGORITHMS` entry has
-no `batched`), the members keep the batch (one process, one loop, one rollout storage, per-seed
+`nets/seeded.py` stacks networks of linear and normalization layers on vector observations.
+A recurrent core (`ppo_lstm`), gSDE, an image or shared encoder, or a MultiDiscrete /
+MultiBinary head it cannot stack; for those, and for an algorithm added without a stacked form
+(its module has no `stack`), the members keep the batch (one process, one loop, one rollout storage, per-seed
 folders, the batch report) and runs each member's own `act`, `value` and `update`, with that
 seed's random state swapped into the process-wide generators while it draws. Each seed then
 computes exactly what its single run computes; what it does not get is the batched matrix
