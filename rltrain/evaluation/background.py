@@ -45,7 +45,7 @@ BACKGROUND_FROM = 50_000
 """`eval.background=auto` evaluates in the background for runs of at least this many env steps
 (shorter runs do not repay the evaluator's start-up) with periodic evaluations and a spare core."""
 START_TIMEOUT_S = 120.0
-"""How long `runner.offpath.OffPathEvals.collect(wait=True)` waits for the pending result
+"""How long `runner.background_eval.BackgroundEvals.collect(wait=True)` waits for the pending result
 before the final evaluation (a first result includes the evaluator's start-up)."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """The signals that stop a run (Ctrl-C, SLURM's and docker's SIGTERM): the evaluator ignores them."""

@@ -14,7 +14,7 @@ from rltrain.envs.vec_env import VecEnv
 from rltrain.obs import Obs
 from rltrain.parallel.world import SOLO, Solo
 from rltrain.runner.callbacks import LoopState
-from rltrain.runner.episodes import EpisodeTracker
+from rltrain.runner.episode_stats import EpisodeTracker
 from rltrain.runner.timing import SectionTimer
 
 

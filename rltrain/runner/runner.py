@@ -26,6 +26,7 @@ from rltrain.loggers.norm_stats import normalizer_metrics
 from rltrain.parallel.world import SOLO, Solo
 from rltrain.report.plot import write_run_curve
 from rltrain.runner import setup
+from rltrain.runner.background_eval import BackgroundEvals
 from rltrain.runner.callbacks import Callback, LoopState
 from rltrain.runner.guards import check_metrics, check_weights
 from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
@@ -39,7 +40,6 @@ from rltrain.runner.messages import (
     say_stopped,
 )
 from rltrain.runner.off_policy import run_off_policy
-from rltrain.runner.offpath import OffPathEvals
 from rltrain.runner.on_policy import run_on_policy
 from rltrain.runner.ownership import check_target, mark_started, run_lock
 from rltrain.runner.resume import make_payload, rank_part, restore, say_resumed, with_ranks
@@ -127,8 +127,8 @@ class Runner:
         self.schedule = Schedule.every(cfg.eval.freq, cfg.checkpoint.freq, cfg.logger.log_freq)
         self.stopper = GracefulStop(self.state, self.run_dir, deferred=world.size > 1)
         self.resumed = resume_from is not None
-        self.offpath = OffPathEvals(self, rebuildable=algo is None, allowed=background_eval)
-        """Periodic evaluations in a second process (`eval.background`, `runner/offpath.py`)."""
+        self.background_evals = BackgroundEvals(self, rebuildable=algo is None, allowed=background_eval)
+        """Periodic evaluations in a second process (`eval.background`, `runner/background_eval.py`)."""
         self.started = False
         """True once this Runner took its folder (after the check that it may write there)."""
         self.restored = (None if resume_from is None else
@@ -174,11 +174,11 @@ class Runner:
         with lock, self.stopper, disk_full_is_one_line(self.resume_target, self.cfg.env), \
                 torch_threads(self.cfg.torch_threads):
             self._open_outputs()
-            self.offpath.start()
+            self.background_evals.start()
             try:
                 yield
             finally:
-                self.offpath.close()
+                self.background_evals.close()
                 if self.main:
                     self.stopper.stop_file.unlink(missing_ok=True)  # a STOP file is consumed
                 self.progress.close()
@@ -239,7 +239,7 @@ class Runner:
         if engine_note(self.env):
             log.info(engine_note(self.env))
         say_encoders(self.cfg.algo, self.env.spec)
-        self.offpath.say_declined()  # an explicit eval.background=true not followed
+        self.background_evals.say_declined()  # an explicit eval.background=true not followed
 
     def _train_and_finish(self) -> dict[str, Any]:
         """The family's loop, then `finish()`."""
@@ -259,8 +259,8 @@ class Runner:
             self.progress.update(self.state.global_step, self.episodes.mean_return, force=True)
             if self.state.stop:
                 return self._stopped()
-            self.offpath.collect(wait=True)  # its result may be this step's, or the best
-            self.offpath.close()
+            self.background_evals.collect(wait=True)  # its result may be this step's, or the best
+            self.background_evals.close()
             last = self.state.last_eval
             result = (last if last and last.get("step") == self.state.global_step
                       else self.evaluate() if self.main else dict(NO_EVAL))
@@ -299,10 +299,10 @@ class Runner:
             with self.timer("log"):
                 self.loggers.log(self._train_metrics(step), step)
         self.progress.update(step, self.episodes.mean_return)
-        self.offpath.collect()
+        self.background_evals.collect()
         if self.schedule.due_eval(step):
             # handed to the evaluator (or skipped while it is busy), else evaluated here
-            if not self.offpath.submit(step) and self.main and not self.evaluate_unless_stopped():
+            if not self.background_evals.submit(step) and self.main and not self.evaluate_unless_stopped():
                 return  # the loop ends at this step; `finish()` saves `latest.pt` once
             self.save(self.paths.latest)
         if self.schedule.due_ckpt(step):

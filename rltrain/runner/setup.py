@@ -20,7 +20,7 @@ from rltrain.errors import EnvError, TrainingError, UserError
 from rltrain.parallel.world import SOLO, Solo
 from rltrain.runner.callbacks import Callback, Callbacks, LoopState
 from rltrain.runner.context import LoopContext
-from rltrain.runner.episodes import EpisodeTracker
+from rltrain.runner.episode_stats import EpisodeTracker
 from rltrain.runner.off_policy import make_replay
 from rltrain.runner.timing import SectionTimer
 from rltrain.text import first_line

@@ -54,15 +54,15 @@ def test_background_evaluations_equal_the_training_process_ones_and_pick_best(tm
     # best.pt holds the weights that were evaluated, not the live ones of when the result came
     torch.testing.assert_close(policy(tmp_path / "away" / "checkpoints" / "best.pt"),
                                policy(tmp_path / "here" / "checkpoints" / f"step_{best_step:09d}.pt"))
-    assert runner.offpath.evaluator is None  # ended with the run
+    assert runner.background_evals.evaluator is None  # ended with the run
 
 
 def test_a_dead_evaluator_is_said_once_and_the_run_evaluates_in_its_own_process(tmp_path, caplog):
     killed = []
 
     def kill(runner: Runner, state) -> None:
-        if runner.offpath.evaluator is not None and runner.offpath.evaluator.pending is not None and not killed:
-            runner.offpath.evaluator.process.kill()
+        if runner.background_evals.evaluator is not None and runner.background_evals.evaluator.pending is not None and not killed:
+            runner.background_evals.evaluator.process.kill()
             killed.append(state.global_step)
 
     runner, result = run(tmp_path, "run", "eval.background=true", callback=kill)
@@ -79,8 +79,8 @@ def test_ctrl_c_while_the_evaluator_runs_stops_the_run_ends_the_evaluator_and_re
     seen = {}
 
     def interrupt(runner: Runner, state) -> None:
-        if runner.offpath.evaluator is not None and runner.offpath.evaluator.pending is not None and not seen:
-            seen["process"] = runner.offpath.evaluator.process
+        if runner.background_evals.evaluator is not None and runner.background_evals.evaluator.pending is not None and not seen:
+            seen["process"] = runner.background_evals.evaluator.process
             seen["step"] = state.global_step
             os.kill(os.getpid(), signal.SIGINT)
 

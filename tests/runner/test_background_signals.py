@@ -17,7 +17,7 @@ import pytest
 
 from rltrain.checkpoint import format as checkpoint
 from rltrain.evaluation import background
-from rltrain.runner import offpath
+from rltrain.runner import background_eval
 from tests.e2e.harness import no_stray_signal, run_cli  # noqa: F401  (fixture)
 
 LONG = ["algo=ppo", "env=CartPole-v1", "env.num_envs=2", "algo.n_steps=64", "algo.batch_size=64",
@@ -58,7 +58,7 @@ class GroupStop:
         self.sig, self.moment = sig, moment
         self.process, self.survived, self.where, self.sent = None, None, None, False
 
-    def __call__(self, evals: offpath.OffPathEvals, called: str) -> None:
+    def __call__(self, evals: background_eval.BackgroundEvals, called: str) -> None:
         ev = evals.evaluator
         if ev is None and self.process is None and not self.sent:  # it failed: end the run,
             self.sent = True                                        # which the test then fails
@@ -72,7 +72,7 @@ class GroupStop:
             self.sent = True
             os.kill(os.getpid(), self.sig)
 
-    def due(self, evals: offpath.OffPathEvals, ev: background.BackgroundEvaluator) -> bool:
+    def due(self, evals: background_eval.BackgroundEvals, ev: background.BackgroundEvaluator) -> bool:
         returned = evals.runner.state.last_eval is not None
         if self.moment == "importing":  # the first iteration: its ~3 s of start-up just began
             return True
@@ -95,13 +95,13 @@ def test_a_group_signal_at_any_moment_of_the_evaluator_stops_the_run_without_a_t
         tmp_path, monkeypatch, capfd, no_stray_signal, sig, moment):  # noqa: F811
     stop = GroupStop(sig, moment)
     for name in ("collect", "submit"):  # the moments are seen right after each
-        original = getattr(offpath.OffPathEvals, name)
+        original = getattr(background_eval.BackgroundEvals, name)
 
         def hooked(self, *args, _original=original, _name=name, **kwargs):
             out = _original(self, *args, **kwargs)
             stop(self, _name)
             return out
-        monkeypatch.setattr(offpath.OffPathEvals, name, hooked)
+        monkeypatch.setattr(background_eval.BackgroundEvals, name, hooked)
     run_dir = tmp_path / "run"
     res = run_cli([*LONG, f"hydra.run.dir={run_dir}"], tmp_path, monkeypatch, capfd)
     assert stop.process is not None and stop.sent, res.describe()
@@ -164,12 +164,12 @@ def test_the_evaluator_holds_stop_signals_from_its_start_and_ends_when_its_paren
 
 def fake_evals(background_setting: str = "true", freq: int = 256, ranks: int = 1,
                allowed: bool = True, rebuildable: bool = True,
-               stopping: bool = False) -> offpath.OffPathEvals:
-    """`OffPathEvals` of a stand-in runner with just what `declined` and `_failed` read."""
+               stopping: bool = False) -> background_eval.BackgroundEvals:
+    """`BackgroundEvals` of a stand-in runner with just what `declined` and `_failed` read."""
     cfg = SimpleNamespace(eval=SimpleNamespace(background=background_setting, freq=freq))
     runner = SimpleNamespace(cfg=cfg, collective=SimpleNamespace(world=SimpleNamespace(size=ranks)),
                              stopper=SimpleNamespace(requested=lambda: stopping))
-    return offpath.OffPathEvals(runner, rebuildable, allowed)
+    return background_eval.BackgroundEvals(runner, rebuildable, allowed)
 
 
 @pytest.mark.parametrize("stopping, said", [(False, True), (True, False)])
@@ -197,7 +197,7 @@ def test_a_seed_batch_says_once_that_it_evaluates_in_the_training_process(
         tmp_path, monkeypatch, capfd):
     def refuse(*args, **kwargs):
         raise AssertionError("a seed batch started an evaluator process")
-    monkeypatch.setattr(offpath, "BackgroundEvaluator", refuse)
+    monkeypatch.setattr(background_eval, "BackgroundEvaluator", refuse)
     res = run_cli(["algo=ppo", "env=CartPole-v1", "env.num_envs=2", "algo.n_steps=32",
                    "algo.batch_size=64", "algo.hidden_sizes=[8]", "total_timesteps=128",
                    "eval.freq=64", "eval.episodes=2", "eval.num_envs=2", "logger=none",

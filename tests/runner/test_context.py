@@ -9,7 +9,7 @@ from rltrain.config.schema import EnvConfig
 from rltrain.envs.make import make_env
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.context import LoopContext
-from rltrain.runner.episodes import EpisodeTracker
+from rltrain.runner.episode_stats import EpisodeTracker
 from rltrain.runner.off_policy import make_replay, run_off_policy
 from rltrain.runner.on_policy import run_on_policy
 from rltrain.runner.timing import SectionTimer

@@ -17,7 +17,7 @@ from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.config.schema import CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, TrainConfig
 from rltrain.config.validation import validate
 from rltrain.envs.extras import vector_extras
-from rltrain.runner.episodes import EpisodeTracker
+from rltrain.runner.episode_stats import EpisodeTracker
 from rltrain.runner.runner import Runner
 from rltrain.types import StepResult
 

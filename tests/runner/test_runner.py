@@ -77,11 +77,11 @@ def test_unknown_callback_event_is_a_user_error_naming_the_events(tmp_path, tiny
 def test_a_runner_is_configured_by_its_constructor_never_after(tmp_path, tiny_cfg):
     # a seed batch built its members, then flipped their flags; now it passes them, once
     plain = Runner(tiny_cfg(), tmp_path / "plain")
-    assert (plain.setup_lines, plain.stop_line, plain.resume_target, plain.offpath.allowed) \
+    assert (plain.setup_lines, plain.stop_line, plain.resume_target, plain.background_evals.allowed) \
         == (True, True, tmp_path / "plain", True)
     member = Runner(tiny_cfg(), tmp_path / "batch" / "seed_0", setup_lines=False,
                     stop_line=False, resume_target=tmp_path / "batch", background_eval=False)
-    assert (member.setup_lines, member.stop_line, member.resume_target, member.offpath.allowed) \
+    assert (member.setup_lines, member.stop_line, member.resume_target, member.background_evals.allowed) \
         == (False, False, tmp_path / "batch", False)
     assert set(CONSTRUCTOR_FLAGS) == {"setup_lines", "stop_line", "resume_target"}
     for name in CONSTRUCTOR_FLAGS:

@@ -79,7 +79,7 @@ def test_a_batch_passes_its_members_flags_to_their_constructors(tmp_path):
     try:
         assert (batch.overrides, batch.stop_line) == (["num_seeds=2"], False)
         for member in batch.runners:  # the batch says these lines once; no evaluator per seed
-            assert (member.setup_lines, member.stop_line, member.offpath.allowed) == (
+            assert (member.setup_lines, member.stop_line, member.background_evals.allowed) == (
                 False, False, False)
             assert member.resume_target == tmp_path / "batch" != member.run_dir
         for name, value in (("overrides", []), ("stop_line", True)):

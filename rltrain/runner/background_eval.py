@@ -24,7 +24,7 @@ from rltrain.runner.resume import make_payload
 log = logging.getLogger("rltrain")
 
 
-class OffPathEvals:
+class BackgroundEvals:
     """`runner`'s background evaluations (none unless `start()` found them wanted).
     `rebuildable`: the evaluator can rebuild the algorithm from the config (not one built in
     Python); `allowed` is False for a seed of a batch (it evaluates in the training process)."""
