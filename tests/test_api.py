@@ -65,6 +65,7 @@ def test_seeds_per_trial_trains_each_seed_in_its_folder_and_returns_the_trial(tm
     result = train([*TINY, "seeds_per_trial=2", "seed=3"], run_dir=tmp_path / "trial")
     assert result["seeds"] == [3, 4] and len(result["mean_rewards"]) == 2
     assert result["mean_reward"] == pytest.approx(sum(result["mean_rewards"]) / 2)
+    assert (result["score"], result["score_of"]) == (result["mean_reward"], "mean")
     for seed in (3, 4):
         assert (tmp_path / "trial" / f"seed_{seed}" / "checkpoints" / "final.pt").is_file()
     assert json.loads((tmp_path / "trial" / "seeds.json").read_text()) == result

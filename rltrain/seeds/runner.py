@@ -3,9 +3,9 @@
 Each member is a `Runner` built exactly as the run `seed=<s>` alone would be (its folder, env,
 networks, optimizer, loggers, checkpoints), so `rltrain eval`, `export`, `report` and
 `resume=<run>/seed_<s>` treat it as the single run it is. The batch adds the shared arithmetic
-(`SeedPPO`), one random stream per seed (`SeedStreams`), "[seed s]" in front of each seed's
-console lines, and the batch summary: `seeds.json` and the `rltrain report` table, CSV and
-curves of the batch folder.
+(the algorithm's `stack`: `PPO.stack`, ...), one random stream per seed (`SeedStreams`),
+"[seed s]" in front of each seed's console lines, and the batch summary: `seeds.json` and the
+`rltrain report` table, CSV and curves of the batch folder.
 """
 
 from __future__ import annotations
@@ -242,7 +242,8 @@ class SeedRunner:
 
     def _summarize(self, results: dict[int, dict[str, Any]], seconds: float,
                    quiet: bool = False) -> dict[str, Any]:
-        """`seeds.json` (strict JSON: a missing number is null), the console line with the IQM
+        """`seeds.json` (strict JSON: a missing number is null; `score` what a sweep's trial
+        returns, `score_of` "iqm"; `mean_reward` repeats it, as older readers expect), the console line with the IQM
         and its 95% bootstrap CI, and the `rltrain report` outputs of the batch folder (what a
         sweeper's trial returns: the IQM). Every seed of the batch is in it: complete (its
         final eval), stopped (why) or failed (why). `quiet`: the batch is failing already (a
@@ -260,7 +261,7 @@ class SeedRunner:
             "seeds": self.all_seeds, "final_eval": {str(s): v for s, v in finals.items()},
             "stopped": stopped, "failed": {str(s): why for s, why in sorted(failed.items())},
             "iqm": center, "iqm_ci95": [float(low), float(high)], "wall_clock_s": seconds,
-            "mean_reward": center,
+            "mean_reward": center, "score": center, "score_of": "iqm",
         }
         try:
             RunDir(self.run_dir).seeds_summary.write_text(strict_json(summary))

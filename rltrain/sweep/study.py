@@ -125,7 +125,8 @@ def _live(folder: Path) -> bool:
 
 
 def trial_value(folder: Path) -> float | None:
-    """What a trial's job returned, read back from its folder: the mean in `seeds.json`, or
+    """What a trial's job returned, read back from its folder: the `score` in `seeds.json` (its
+    `score_of` says which: a batch's IQM, the mean of seeds trained in turn), or
     the final eval mean in `final.pt` (the mean over the seeds' with `seeds_per_trial=K`).
     None when the trial did not complete (cut short, or stopped); NaN when it completed but
     its value cannot be read."""
@@ -134,7 +135,7 @@ def trial_value(folder: Path) -> float | None:
     if summary is not None:
         if summary.get("stopped"):
             return None
-        value = summary.get("mean_reward")
+        value = summary.get("score", summary.get("mean_reward"))  # older folders: no score
         return float(value) if isinstance(value, (int, float)) else float("nan")
     config = _read_config(paths.hydra_config)
     if int(config.get("num_seeds") or 1) > 1:  # a batch writes seeds.json however it ends

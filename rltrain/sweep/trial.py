@@ -92,6 +92,7 @@ def _train_seeds(cfg: TrainConfig, run_dir: Path) -> float:
             raise SystemExit(128 + runner.stopper.signum)
         if "stopped" in result:
             _write_summary(run_dir, {"seeds": seeds, "mean_rewards": means, "mean_reward": None,
+                                     "score": None, "score_of": "mean",
                                      "stopped": {str(seed): str(result["stopped"])}})
             return float("nan")
         means.append(float(result["mean_reward"]))
@@ -99,7 +100,8 @@ def _train_seeds(cfg: TrainConfig, run_dir: Path) -> float:
         if runner.state.stop and late is not None and seed != seeds[-1]:
             _stop_between_seeds(int(late), seed)
     mean = sum(means) / len(means)
-    _write_summary(run_dir, {"seeds": seeds, "mean_rewards": means, "mean_reward": mean})
+    _write_summary(run_dir, {"seeds": seeds, "mean_rewards": means, "mean_reward": mean,
+                             "score": mean, "score_of": "mean"})
     log.info("trial mean over %d seeds: %.2f (%s)", len(means), mean,
              ", ".join(f"{m:.2f}" for m in means))
     return mean
@@ -116,7 +118,9 @@ def _stop_between_seeds(signum: int, seed: int) -> NoReturn:
 
 
 def _write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
-    """`seeds.json`, through a temporary file (a stop never leaves half of it)."""
+    """`seeds.json`, through a temporary file (a stop never leaves half of it). Its `score` is
+    what the trial returns, `score_of` says which statistic: here the seeds' `mean` (a
+    `num_seeds` batch's `seeds.json` scores the `iqm`, `seeds/runner.py`)."""
     path = RunDir(run_dir).seeds_summary
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(summary, indent=2) + "\n")

@@ -28,6 +28,7 @@ def test_batch_folders_are_single_runs(tmp_path, monkeypatch, capfd):
     assert summary["seeds"] == [3, 4] and set(summary["final_eval"]) == {"3", "4"}
     assert summary["failed"] == {} and summary["iqm"] == pytest.approx(
         sum(summary["final_eval"].values()) / 2)
+    assert (summary["score"], summary["score_of"]) == (summary["iqm"], "iqm")  # what a trial returns
     assert (run / "report.csv").is_file() and (run / "learning_curves.png").is_file()
     for seed in (3, 4):
         sub = run / f"seed_{seed}"
