@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib
 import json
 import sys
 import tempfile
@@ -47,7 +46,6 @@ def first_update(algo: str, env: str, budget: int, seeds: int, root: Path) -> tu
     """(the algorithm, its first update's args and kwargs, the run's config) of the task's preset
     run as one seed (`seeds=1`) or as a `num_seeds` batch, stopped at that update (off-policy
     runs start learning after at most 1,000 steps)."""
-    from rltrain.config.catalog import ALGORITHMS
     from rltrain.config.compose import compose_train_config
     from rltrain.runner.runner import Runner
     from rltrain.seeds.runner import SeedRunner
@@ -65,10 +63,9 @@ def first_update(algo: str, env: str, budget: int, seeds: int, root: Path) -> tu
     if seeds == 1:
         runner = Runner(cfg, root / "single")
         cls, start = type(runner.algo), runner.run
-    else:
-        module, _, name = ALGORITHMS[algo].batched.partition(":")
-        cls = getattr(importlib.import_module(module), name)
-        start = SeedRunner(cfg, root / "batch").run
+    else:  # the batch's algorithm: the class's own `stack` (`PPO.stack`, `DQN.stack`, ...)
+        batch = SeedRunner(cfg, root / "batch")
+        cls, start = type(batch.batch.algo), batch.run
     real = cls.update
     cls.update = keep
     try:

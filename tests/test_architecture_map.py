@@ -228,8 +228,8 @@ def test_a_stale_citation_fails(stale):
 
 
 @pytest.mark.parametrize("current", [
-    "`runner/on_policy.py`", "`rltrain/seeds/`", "`seeds/stacked.py`", "`conf/tuned/<algo>_<alias>.yaml`",
-    "`rltrain.seeds.stacked.Stacked.copy_to`", "`SeedBatch.step_envs`", "`ctx.end_iteration()`",
+    "`runner/on_policy.py`", "`rltrain/seeds/`", "`seeds/view.py`", "`conf/tuned/<algo>_<alias>.yaml`",
+    "`rltrain.seeds.view.SeedView`", "`SeedBatch.step_envs`", "`ctx.end_iteration()`",
     "`<batch>/seed_<s>/`", "`torch.nn.Module`", "`config.registry`", "`rltrain.algos.toy`",
     "`rltrain/algos/configs/toy.py`", "`rltrain env=CartPole-v1`", "`--help`",
 ])

@@ -13,18 +13,20 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import seed_batch_floor  # noqa: E402
 
-from rltrain.seeds.dqn import SeedDQN  # noqa: E402
-from rltrain.seeds.ppo import SeedPPO  # noqa: E402
+from rltrain.algos.dqn import DQN  # noqa: E402
+from rltrain.algos.ppo import PPO  # noqa: E402
 
 
-@pytest.mark.parametrize("algo, cls", [("ppo", SeedPPO), ("dqn", SeedDQN)])
+@pytest.mark.parametrize("algo, cls", [("ppo", PPO), ("dqn", DQN)])
 def test_a_batch_is_caught_at_its_first_stacked_update_and_the_class_keeps_its_update(algo, cls, tmp_path):
+    """The batch's algorithm is the class's own, stacked (`cls.stack`)."""
     real = cls.update
     agent, args, kwargs, cfg = seed_batch_floor.first_update(algo, "CartPole-v1", 1500, 3, tmp_path)
-    assert type(agent) is cls and cls.update is real and cfg.num_seeds == 3
-    assert args[0].actions.shape[0] == 3  # [S, ...]: one row of actions per seed
-    single, *_ = seed_batch_floor.first_update(algo, "CartPole-v1", 1500, 1, tmp_path / "one")
-    assert not isinstance(single, cls)
+    assert type(agent) is cls and cls.update is real
+    assert cfg.num_seeds == 3 and args[0].actions.shape[0] == 3  # [S, ...]: a row per seed
+    single, args, *_ = seed_batch_floor.first_update(algo, "CartPole-v1", 1500, 1, tmp_path / "one")
+    assert type(single) is cls and cls.update is real
+    assert args[0].actions.shape[0] != 3  # a single run's rows, no seed dimension
 
 
 def test_the_batchs_products_cost_more_than_one_seeds_over_the_same_updates(tmp_path):

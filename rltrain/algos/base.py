@@ -1,7 +1,9 @@
 """What the algorithms share: the two protocols, the learning-rate schedule and small functions
-(gradient steps, advantages, metrics); the off-policy steps (target updates, TD targets, critic
-and actor steps) live in `algos/off_policy_steps.py`. The config bases live in `algos/configs/base.py`,
-the optimizers and the gradient clip in `algos/optim.py`.
+(gradient steps, advantages, metrics), and PPO's and A2C's form for a batch of seeds
+(`ActorCriticSeeds`, with the helpers through which their one `update` takes a seed
+dimension); the off-policy steps (target updates, TD targets, critic and actor steps) live in
+`algos/off_policy_steps.py`. The config bases live in `algos/configs/base.py`, the optimizers
+and the gradient clip in `algos/optim.py`.
 
 No algorithm file imports another, or `rltrain.config`: shared pieces live here, in
 `algos/optim.py` and in `nets/`.
@@ -9,6 +11,7 @@ No algorithm file imports another, or `rltrain.config`: shared pieces live here,
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -17,12 +20,21 @@ from torch import nn
 
 from rltrain import obs as obs_ops
 from rltrain.algos.configs.base import OffPolicyConfig, OnPolicyConfig, SDEConfig
-from rltrain.algos.optim import Optimizer, clip_grad_norm, clip_grad_norm_per_seed, grad_norm
+from rltrain.algos.optim import (
+    Optimizer,
+    clip_grad_norm,
+    clip_grad_norm_per_seed,
+    grad_norm,
+    stacked_optimizer,
+)
 from rltrain.errors import UserError
+from rltrain.nets import seeded
 from rltrain.nets.actor_critic import ActorCritic
+from rltrain.nets.heads import CategoricalDist, DiagGaussianDist
 from rltrain.nets.recurrent import RecurrentActorCritic
 from rltrain.nets.sde import NoiseClock, SDEHead, load_sde_state, sde_state
 from rltrain.nets.spec import resolve_nets
+from rltrain.parallel.world import Solo
 from rltrain.types import EnvSpec, Metrics, RolloutBatch, TransitionBatch
 
 
@@ -101,15 +113,63 @@ def make_recurrent_actor_critic(cfg: Any, spec: EnvSpec) -> RecurrentActorCritic
 
 @torch.no_grad()
 def sample_rollout_step(policy: ActorCritic, obs: torch.Tensor, clock: NoiseClock | None,
-                        mask: torch.Tensor | None = None,
+                        mask: torch.Tensor | None = None, draws: Any = None,
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """PPO/A2C's acting step: (action, log_prob, value), detached; gSDE noise drawn when due;
-    `mask` [N, n]: only valid actions are sampled."""
+    `mask` [N, n]: only valid actions are sampled; `draws`: where the sampling noise comes
+    from (`sample_action`). A seed batch's stacked `policy` takes `obs` `[S, N, ...]`."""
     if clock is not None and clock.tick():
         policy.head.sde.resample(obs_ops.rows(obs))
     dist, value = policy.dist_value(obs, mask)
-    action = dist.sample()
+    action = sample_action(dist, draws)
     return action, policy.head.log_prob(dist, action), value
+
+
+def sample_action(dist: Any, draws: Any) -> torch.Tensor:
+    """A sample of `dist`. A categorical's uniforms and a diagonal Gaussian's normals come from
+    `draws` (`algos/draws.py`: a single run's the numbers `dist.sample()` itself drew, a seed
+    batch's each seed's from its own stream); the other distributions (MultiDiscrete,
+    MultiBinary, gSDE's held noise: single runs only, `nets/seeded.py`) draw their own."""
+    if draws is None or type(dist) not in (CategoricalDist, DiagGaussianDist):
+        return dist.sample()
+    like = dist.log_probs if type(dist) is CategoricalDist else dist.mean
+    return dist.sample(draws.like(dist.noise, like))
+
+
+class PerSeed(Solo):
+    """A seed batch's collective: one process, whose advantages `[S, b]` are normalized by each
+    seed's own moments (over the last dimension, `[S, 1]` each), as its single run's are."""
+
+    def moments(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.mean(-1, keepdim=True), x.std(-1, keepdim=True, correction=int(x.shape[-1] > 1))
+
+
+PER_SEED = PerSeed()
+
+
+class ActorCriticSeeds:
+    """PPO's and A2C's form for a batch of seeds, `stack(members, streams)`: a copy of the first
+    member whose actor-critic and optimizer are the members' stacked `[S, ...]`
+    (`nets/seeded.py`), whose draws are each seed's own stream and whose collective normalizes
+    each seed's advantages alone (`PER_SEED`); the algorithm's own `act`, `value` and `update`
+    then take inputs with a leading seed dimension, and each seed's Runner reads its seed
+    through `seeds/view.py` (no copies to keep in step)."""
+
+    @classmethod
+    def stack(cls, members: list[Any], streams: Any) -> Any:
+        """The seeds' `members` as one batch (drawing from `streams`, one per seed);
+        NotStackable for a recurrent core or gSDE (each seed then runs alone, in turn)."""
+        for algo in members:
+            if getattr(algo, "recurrent", False):
+                raise seeded.NotStackable("a recurrent core (algo.recurrent)")
+            if algo.noise_clock is not None:
+                raise seeded.NotStackable("gSDE (algo.use_sde)")
+        batch = copy.copy(members[0])
+        batch.draws, batch.collective = streams, PER_SEED
+        batch.policy = seeded.stack_modules([m.policy for m in members])
+        batch._params = list(batch.policy.parameters())
+        batch.optimizer = stacked_optimizer(batch._params, [m.optimizer for m in members])
+        return batch
 
 
 def actor_critic_state(policy: ActorCritic, optimizer: Optimizer,
@@ -135,6 +195,39 @@ def policy_std(policy: ActorCritic) -> float:
     head = policy.head
     std = head.sde.std() if isinstance(head, SDEHead) else head.log_std.exp()
     return std.detach().mean().item()
+
+
+def policy_stds(policy: ActorCritic) -> list[float]:
+    """`policy_std` per seed: a single run's `[σ]`, a seed batch's stacked Gaussian head's one
+    per seed (gSDE never runs stacked)."""
+    if getattr(policy, "seeds", None) is None:
+        return [policy_std(policy)]
+    return policy.head.log_std.detach().exp().mean(-1).tolist()
+
+
+def by_seed(x: torch.Tensor) -> torch.Tensor:
+    """`x` `[..., B]` as rows per seed `[S, B]`: a single run's `[B]` as one seed's `[1, B]`."""
+    return x.reshape(-1, x.shape[-1])
+
+
+def row_index(idx: torch.Tensor) -> Any:
+    """The index of a minibatch's rows: a single run's `idx` `[b]` as it is; a seed batch's
+    `[S, b]` (seed k's rows of its own `[B]`) as `(seeds [S, 1], idx)`, so `x[row_index(idx)]`
+    is `[S, b, ...]`."""
+    if idx.dim() == 1:
+        return idx
+    return torch.arange(idx.shape[0], device=idx.device).unsqueeze(1), idx
+
+
+def step_means(rows: torch.Tensor, took: list[list[bool]]) -> tuple[torch.Tensor, list[int]]:
+    """An update's per-step metrics averaged, and each seed's step count: a single run's `rows`
+    `[steps, M]` over all its steps; a seed batch's `[steps, S, M]` per seed over the steps it
+    took (`took[step][k]`: a seed stopped early sits out the rest)."""
+    counts = [sum(column) for column in zip(*took, strict=True)]
+    if rows.dim() == 2:
+        return rows.mean(0), counts
+    weights = torch.tensor(took, device=rows.device).to(rows.dtype).unsqueeze(-1)
+    return (rows * weights).sum(0) / weights.sum(0), counts
 
 
 def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
@@ -241,6 +334,11 @@ def metric_rows(names: tuple[str, ...], values: torch.Tensor,
     if values.dim() == 1:
         return {**dict(zip(names, rows, strict=True)), **(extra or {})}
     return [{**dict(zip(names, row, strict=True)), **(extra or {})} for row in rows]
+
+
+def each_seed(metrics: Any) -> list[Metrics]:
+    """`metric_rows`'s answer as a list: a single run's one dict, a seed batch's one per seed."""
+    return [metrics] if isinstance(metrics, dict) else metrics
 
 
 def mean_metrics(rows: list[dict[str, float]]) -> Metrics:

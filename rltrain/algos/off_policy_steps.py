@@ -2,10 +2,15 @@
 TD targets, a critic ensemble's step under the algorithm's loss, and the deterministic (DDPG,
 TD3) and entropy-regularized (SAC) actor steps. Each works on one network or on a seed batch's
 stacked ones (a leading `[S]`), so both forms run the same math.
+
+Also what the algorithms with a continuous actor share around those steps: warm-up actions,
+an update's metrics, a seed batch's stacked networks and optimizers (`stack_networks`), and
+DDPG's and TD3's common half (`DeterministicActorCritic`).
 """
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -13,8 +18,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from rltrain.algos.optim import Optimizer
-from rltrain.types import Metrics, TransitionBatch
+from rltrain import obs as obs_ops
+from rltrain.algos.base import pick_lr
+from rltrain.algos.draws import Draws
+from rltrain.algos.optim import adam, stacked_optimizer
+from rltrain.nets import seeded
+from rltrain.nets.continuous import DeterministicActor, add_gaussian_noise
+from rltrain.nets.spec import NetSpec, resolve_nets
+from rltrain.types import EnvSpec, Metrics, TransitionBatch
 
 # target module -> (target params, source params, target buffers, source buffers); walking the
 # module tree on every call cost ~0.3 ms per SAC update (profiled), the tensors never change.
@@ -51,15 +62,6 @@ def td_target(reward: torch.Tensor, next_value: torch.Tensor, terminated: torch.
               gamma: float) -> torch.Tensor:
     """y = r + γ (1 − terminated) V(s'); truncated transitions keep the bootstrap."""
     return reward + gamma * (1.0 - terminated) * next_value
-
-
-def twin_critic_step(critic: nn.Module, optimizer: Optimizer, batch: TransitionBatch,
-                     y: torch.Tensor) -> Metrics:
-    """One MSE step of both critics of a `TwinQ` (output [2, B]) towards the TD target `y` [B]."""
-    losses, q = critic_step(critic, optimizer, batch, y)
-    c1, c2 = losses.tolist()
-    return {"train/critic1_loss": c1, "train/critic2_loss": c2, "train/q_loss": (c1 + c2) / 2,
-            "train/mean_q": q.mean().item()}
 
 
 def mse_losses(q: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -128,3 +130,144 @@ def entropy_actor_step(actor: Callable[[Any], tuple[torch.Tensor, torch.Tensor]]
     if alpha_optimizer is not None:
         alpha_optimizer.step()
     return loss.detach(), -log_prob.detach().mean(-1)
+
+
+# ---- around the steps: what SAC, TD3 and DDPG share, a single run (`[B, ...]`) and a seed
+# batch (`[S, B, ...]`: `<Algo>.stack`) alike ----------------------------------------------------
+
+def uniform_actions(draws: Any, num_envs: int, action_dim: int) -> torch.Tensor:
+    """Uniform actions in [-1, 1] `[N, A]` before learning starts, as `runner/off_policy.py`
+    `random_actions` draws them for a Box space (`draws`: the algorithm's `Draws`; a seed
+    batch's streams give `[S, N, A]`, each seed's from its own)."""
+    return draws.uniform((num_envs, action_dim)) * 2.0 - 1.0
+
+
+def env_rows(obs: Any, net: nn.Module) -> int:
+    """How many env rows `obs` holds as `net` takes it: `[N, ...]` (a dict of such for Dict
+    observations), or, for a seed batch's stacked network (`nets/seeded.py`: it has `seeds`),
+    `[S, N, ...]`."""
+    return obs_ops.tensors(obs)[0].shape[1 if hasattr(net, "seeds") else 0]
+
+
+@torch.no_grad()
+def explore(actor: Callable[[Any], torch.Tensor], obs: Any, std: float,
+            draws: Any) -> torch.Tensor:
+    """DDPG's and TD3's acting: μ(s) plus clipped Gaussian noise N(0, std²) from `draws`, in
+    [-1, 1]; no draw when `std` is 0."""
+    action = actor(obs)
+    if std <= 0:
+        return action
+    return add_gaussian_noise(action, std, draws.like("normal", action))
+
+
+def update_metrics(losses: torch.Tensor, q: torch.Tensor, *parts: dict[str, Any]) -> Any:
+    """An update's metrics: each critic's loss (`losses` `[..., E]`), their mean
+    (`train/q_loss`) and the mean Q (`q` `[..., E, B]`), then `parts` in order (a tensor `[...]`
+    per seed, or a number all seeds share). One dict for a single run, or one per seed for a
+    seed batch (`losses` `[S, E]`), read from the device at once."""
+    named = {key: value for part in parts for key, value in part.items()}
+    per_seed = [value.unsqueeze(-1) for value in named.values() if isinstance(value, torch.Tensor)]
+    table = torch.cat([losses, q.mean((-2, -1)).unsqueeze(-1), *per_seed], -1).tolist()
+    n = losses.shape[-1]
+
+    def row(values: list[float]) -> Metrics:
+        out = {f"train/critic{i + 1}_loss": v for i, v in enumerate(values[:n])}
+        out["train/q_loss"] = sum(values[:n]) / n  # on the host, as always logged
+        out["train/mean_q"] = values[n]
+        rest = iter(values[n + 1:])
+        out.update({key: next(rest) if isinstance(value, torch.Tensor) else value
+                    for key, value in named.items()})
+        return out
+
+    return row(table) if losses.dim() == 1 else [row(values) for values in table]
+
+
+def stack_networks(batch: Any, members: list[Any], trained: tuple[str, ...],
+                   targets: tuple[str, ...]) -> None:
+    """A seed batch's networks on `batch` (a copy of `members[0]`): each one named in `trained`
+    and `targets` the members' stacked `[S, ...]` (`nets/seeded.py`; targets without gradients),
+    and each trained one's optimizer `<name>_optimizer` the members' stacked over its
+    parameters."""
+    for name in (*trained, *targets):
+        setattr(batch, name, seeded.stack_modules([getattr(m, name) for m in members],
+                                                  requires_grad=name in trained))
+    for name in trained:
+        optimizer = f"{name}_optimizer"
+        setattr(batch, optimizer, stacked_optimizer(list(getattr(batch, name).parameters()),
+                                                    [getattr(m, optimizer) for m in members]))
+
+
+class DeterministicActorCritic:
+    """DDPG's and TD3's common half: a deterministic actor and its critics (`critic(net spec)`
+    builds them) with Polyak targets and an Adam each, acting with clipped Gaussian noise, the
+    actor step with the target updates after it, their state, and their seed-batch form.
+
+    `stack(members, streams)` is the same algorithm for a batch of seeds: its networks and
+    optimizers are the members' stacked `[S, ...]`, its draws each seed's own stream, and every
+    method takes and returns a leading seed dimension; each seed's Runner reads its seed through
+    `seeds/view.py` (its `state_dict()` sliced `[k]`). A subclass adds its `update`.
+    """
+
+    STATE = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer",
+             "critic_optimizer")
+    COUNTERS: tuple[str, ...] = ()
+    """What its `state_dict` holds besides `STATE`: counts the seeds of a batch share."""
+
+    def __init__(self, cfg: Any, spec: EnvSpec, device: torch.device | str,
+                 critic: Callable[[NetSpec], nn.Module]):
+        self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
+        actor_spec, critic_spec = resolve_nets(cfg, spec)
+        self.actor = DeterministicActor(actor_spec, spec.action_dim).to(self.device)
+        self.critic = critic(critic_spec).to(self.device)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.start_lrs = {"actor_optimizer": pick_lr(cfg.actor_lr, cfg),
+                          "critic_optimizer": pick_lr(cfg.critic_lr, cfg)}
+        self.actor_optimizer = adam(self.actor.parameters(), self.start_lrs["actor_optimizer"])
+        self.critic_optimizer = adam(self.critic.parameters(), self.start_lrs["critic_optimizer"])
+        self.draws: Any = Draws(self.device)
+        self._networks()
+
+    def _networks(self) -> None:
+        self.policy = self.actor
+        self._actor_params = list(self.actor.parameters())
+
+    @classmethod
+    def stack(cls, members: list[Any], streams: Any) -> Any:
+        """The seeds' `members` as one batch (drawing from `streams`, one per seed)."""
+        batch = copy.copy(members[0])
+        batch.draws = streams
+        stack_networks(batch, members, ("actor", "critic"), ("actor_target", "critic_target"))
+        batch._networks()
+        return batch
+
+    def random_actions(self, num_envs: int) -> torch.Tensor:
+        """Uniform warm-up actions in [-1, 1] `[N, A]` (a seed batch: `[S, N, A]`)."""
+        return uniform_actions(self.draws, num_envs, self.spec.action_dim)
+
+    @torch.no_grad()
+    def act(self, obs: Any, global_step: int) -> torch.Tensor:
+        """Actor action plus clipped Gaussian exploration noise, in [-1, 1]."""
+        return explore(self.actor, obs, self.cfg.action_noise, self.draws)
+
+    def actor_and_targets_step(self, obs: Any) -> torch.Tensor:
+        """The actor step (`deterministic_actor_step`), then a soft update of both targets;
+        the actor loss, detached (`[S]` in a seed batch)."""
+        loss = deterministic_actor_step(self.actor, self.critic, self.actor_optimizer, obs,
+                                        self._actor_params)
+        polyak_update(self.critic_target, self.critic, self.cfg.tau)
+        polyak_update(self.actor_target, self.actor, self.cfg.tau)
+        return loss
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, targets, optimizers (and `COUNTERS`) as plain data."""
+        state: dict[str, Any] = {name: getattr(self, name).state_dict() for name in self.STATE}
+        state.update({name: getattr(self, name) for name in self.COUNTERS})
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`."""
+        for name in self.STATE:
+            getattr(self, name).load_state_dict(state[name])
+        for name in self.COUNTERS:
+            setattr(self, name, int(state[name]))

@@ -8,20 +8,27 @@ import torch
 
 from rltrain import obs as obs_ops
 from rltrain.algos.base import (
+    ActorCriticSeeds,
     actor_critic_state,
+    by_seed,
+    each_seed,
     explained_variance,
     grad_norm_step,
     load_actor_critic_state,
     make_actor_critic,
     make_noise_clock,
     make_recurrent_actor_critic,
+    metric_rows,
     normalized,
     on_policy_lr,
-    policy_std,
+    policy_stds,
+    row_index,
     sample_rollout_step,
     set_lr,
+    step_means,
 )
 from rltrain.algos.configs.ppo import PPOConfig
+from rltrain.algos.draws import Draws
 from rltrain.algos.optim import adam
 from rltrain.buffers.sequences import (
     RecurrentMemory,
@@ -30,11 +37,16 @@ from rltrain.buffers.sequences import (
     sequence_minibatches,
 )
 from rltrain.parallel.world import SOLO, Solo
-from rltrain.types import EnvSpec, Metrics, RolloutBatch
+from rltrain.types import EnvSpec, RolloutBatch
 
 
-class PPO:
-    """PPO-clip: owns the actor-critic and its optimizer; `update` takes a `RolloutBatch`."""
+class PPO(ActorCriticSeeds):
+    """PPO-clip: owns the actor-critic and its optimizer; `update` takes a `RolloutBatch`.
+
+    `PPO.stack(members, streams)` is the same algorithm for a batch of seeds (`ActorCriticSeeds`:
+    MLP actor-critics on vector observations): `act`, `value` and `update` take inputs with a
+    leading seed dimension, and each seed gets its own minibatch orders, advantage moments, KL
+    early stop (a stopped seed sits out the rest of the update) and metrics."""
 
     def __init__(self, cfg: PPOConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
@@ -49,6 +61,7 @@ class PPO:
         self.optimizer = adam(self.policy.parameters(), cfg.lr, eps=cfg.adam_eps)
         self._params = list(self.policy.parameters())
         self.collective: Solo = SOLO  # the ranks of a torchrun job (set by the Runner)
+        self.draws: Any = Draws(self.device)  # a seed batch's: each seed's stream
 
     def act(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None,
             episode_starts: torch.Tensor | None = None,
@@ -56,7 +69,8 @@ class PPO:
         """Sample (action, log_prob, value) for a rollout step (`action_mask`: valid actions;
         `episode_starts` [N]: recurrent only, the rows whose `obs` begins an episode)."""
         if not self.recurrent:
-            return sample_rollout_step(self.policy, obs, self.noise_clock, action_mask)
+            return sample_rollout_step(self.policy, obs, self.noise_clock, action_mask,
+                                       self.draws)
         return self._recurrent_act(obs, action_mask, episode_starts)
 
     @torch.no_grad()
@@ -83,65 +97,93 @@ class PPO:
                   if episode_starts is None else episode_starts)
         return self.policy.value(self.policy.step(obs, self.rnn_state, starts)[1])
 
-    def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> Metrics:
-        """Minibatch epochs over one rollout; returns averaged `train/*` metrics."""
+    def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> Any:
+        """Minibatch epochs over one rollout; returns averaged `train/*` metrics (a seed batch,
+        fields `[S, B, ...]`: one dict per seed, as its single run's `update` returns it)."""
         cfg = self.cfg
         if self.noise_clock is not None:  # the next rollout starts with new gSDE noise
             self.noise_clock.restart()
         lr = on_policy_lr(cfg, progress_remaining)
         set_lr(self.optimizer, lr)
         recorded = self.memory.take() if self.recurrent else None
+        rows, took = self._epochs(batch, recorded)
+        return self._metrics(batch, rows, took, lr)
+
+    def _epochs(self, batch: RolloutBatch, recorded: tuple[torch.Tensor, torch.Tensor] | None,
+                ) -> tuple[torch.Tensor, list[list[bool]]]:
+        """The epochs' minibatch steps until the KL stop: their metrics `[steps, (S,) M]`, and
+        which seeds took each step (a single run is one seed)."""
+        cfg = self.cfg
+        active = [True] * by_seed(batch.advantages).shape[0]  # a KL-stopped seed sits out the rest
         rows: list[torch.Tensor] = []
+        took: list[list[bool]] = []
         for _ in range(cfg.n_epochs):
-            minibatches = self._minibatches(obs_ops.rows(batch.obs), recorded)
+            minibatches = self._minibatches(batch.advantages.shape[-1], recorded, active)
             # the advantages' mean and std per minibatch, over every rank's minibatch under
-            # torchrun: one collective per epoch, not one per minibatch
-            moments = (self.collective.moments_many([batch.advantages[i] for i, _ in minibatches])
+            # torchrun: one collective per epoch, not one per minibatch (a seed batch: per seed)
+            moments = (self.collective.moments_many([batch.advantages[row_index(i)]
+                                                     for i, _ in minibatches])
                        if cfg.normalize_advantage else [None] * len(minibatches))
-            epoch = [self._minibatch_step(batch, idx, seq, m)
+            epoch = [self._minibatch_step(batch, idx, seq, m, active)
                      for (idx, seq), m in zip(minibatches, moments, strict=True)]
             rows += epoch
+            took += [list(active)] * len(epoch)
             if cfg.target_kl is not None:  # one host sync per epoch, only when early stopping
-                kl = torch.stack(epoch)[:, KL_INDEX].mean()
-                kl = self.collective.mean(kl).item()  # every rank takes the same decision
-                if kl_stops(kl, cfg.target_kl):
+                kl = self.collective.mean(torch.stack(epoch)[..., KL_INDEX].mean(0))
+                # every rank takes the same decision; each seed its own
+                active = [on and not kl_stops(k, cfg.target_kl)
+                          for on, k in zip(active, kl.reshape(-1).tolist(), strict=True)]
+                if not any(active):
                     break
-        # one host sync per update: the minibatch metrics stay on the device until here
-        metrics = dict(zip(MINIBATCH_METRICS, torch.stack(rows).mean(0).tolist(), strict=True))
-        metrics["train/explained_variance"] = explained_variance(batch.values, batch.returns)
-        metrics["train/learning_rate"] = lr
-        metrics["train/n_updates"] = float(len(rows))
-        if self.spec.action_kind == "box":
-            metrics["train/std"] = policy_std(self.policy)
-        return metrics
+        return torch.stack(rows), took
+
+    def _metrics(self, batch: RolloutBatch, rows: torch.Tensor, took: list[list[bool]],
+                 lr: float) -> Any:
+        """The update's metrics, each seed's means over the steps it took: one host sync for
+        the minibatch metrics, which stayed on the device until here."""
+        means, counts = step_means(rows, took)
+        out = metric_rows(MINIBATCH_METRICS, means)
+        stds = policy_stds(self.policy) if self.spec.action_kind == "box" else None
+        values, returns = by_seed(batch.values), by_seed(batch.returns)
+        for k, metrics in enumerate(each_seed(out)):
+            metrics["train/explained_variance"] = explained_variance(values[k], returns[k])
+            metrics["train/learning_rate"] = lr
+            metrics["train/n_updates"] = float(counts[k])
+            if stds is not None:
+                metrics["train/std"] = stds[k]
+        return out
 
     def _minibatch_step(self, batch: RolloutBatch, idx: torch.Tensor,
                         seq: SequenceBatch | None = None,
-                        moments: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """One gradient step on the rows `idx` (recurrent: the rows of the sequences `seq`);
-        returns the `MINIBATCH_METRICS` values as one tensor."""
-        obs, actions = obs_ops.take(batch.obs, idx), batch.actions[idx]
-        old_log_prob, old_values = batch.log_probs[idx], batch.values[idx]
-        adv, returns = batch.advantages[idx], batch.returns[idx]
-        if moments is not None:  # normalize_advantage (see `update`)
+                        moments: tuple[torch.Tensor, torch.Tensor] | None = None,
+                        active: list[bool] | None = None) -> torch.Tensor:
+        """One gradient step on the rows `idx` (recurrent: the rows of the sequences `seq`; a
+        seed batch: seed k's on its rows `idx[k]`, the `active` seeds stepping); returns the
+        `MINIBATCH_METRICS` values as one tensor (a seed batch: `[S, M]`)."""
+        at = row_index(idx)
+        obs, actions = obs_ops.take(batch.obs, at), batch.actions[at]
+        old_log_prob, old_values = batch.log_probs[at], batch.values[at]
+        adv, returns = batch.advantages[at], batch.returns[at]
+        if moments is not None:  # normalize_advantage (see `_epochs`)
             adv = normalized(adv, moments)
-        masks = None if batch.action_masks is None else batch.action_masks[idx]
+        masks = None if batch.action_masks is None else batch.action_masks[at]
         dist, values = self._forward(obs, masks, seq)  # masked: loss and entropy over valid actions
         loss, parts = ppo_loss(self.policy.head.log_prob(dist, actions), old_log_prob, adv,
                                values, old_values, returns, self.policy.head.entropy(dist),
                                self.cfg)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
         norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm,
-                              self.collective.average_)
-        return torch.stack([*parts, norm.to(loss.dtype), loss]).detach()
+                              self.collective.average_, active)
+        return torch.stack([*parts, norm.to(loss.dtype), loss], -1).detach()
 
     def _minibatches(self, size: int, recorded: tuple[torch.Tensor, torch.Tensor] | None,
-                     ) -> list[tuple[torch.Tensor, SequenceBatch | None]]:
-        """One epoch's minibatches: shuffled rows, or (recurrent) shuffled whole sequences."""
+                     active: list[bool]) -> list[tuple[torch.Tensor, SequenceBatch | None]]:
+        """One epoch's minibatches: shuffled rows (a seed batch: each seed's own order, `[S, b]`
+        each; a seed not `active` draws none), or (recurrent) shuffled whole sequences."""
         if recorded is None:
-            perm = torch.randperm(size, device=self.device)
-            return [(perm[i:i + self.cfg.batch_size], None)
+            perm = self.draws.randperm(size, active)
+            return [(perm[..., i:i + self.cfg.batch_size], None)
                     for i in range(0, size, self.cfg.batch_size)]
         states, starts = recorded
         seq_len = sequence_length(starts.shape[0], self.cfg.sequence_len())
@@ -188,7 +230,7 @@ KL_INDEX = MINIBATCH_METRICS.index("train/approx_kl")
 
 
 # ---- PPO's math, written once: over the last dimension, so a minibatch `[B]` gives scalars
-# and a seed batch's `[S, B]` (`seeds/ppo.py`) one value per seed -----------------------------
+# and a seed batch's `[S, B]` (`PPO.stack`) one value per seed ---------------------------------
 
 def ppo_loss(log_prob: torch.Tensor, old_log_prob: torch.Tensor, adv: torch.Tensor,
              values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
@@ -231,3 +273,8 @@ def kl_stops(approx_kl: float, target_kl: float) -> bool:
 def build(cfg: PPOConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> PPO:
     """Registry builder."""
     return PPO(cfg, spec, device)
+
+
+def stack(members: list[PPO], streams: Any) -> PPO:
+    """A seed batch's PPO (`seeds/batch.py` looks for this beside `build`)."""
+    return PPO.stack(members, streams)

@@ -1,8 +1,14 @@
-"""Soft Actor-Critic (Haarnoja et al. 2018, with automatic entropy tuning), for Box actions."""
+"""Soft Actor-Critic (Haarnoja et al. 2018, with automatic entropy tuning), for Box actions.
+
+`SAC.stack(members, streams)` is the same algorithm for a batch of seeds (`[S, ...]` networks,
+log α `[S]`, each seed's draws from its own stream): every line below serves both forms, and
+each seed's Runner reads its seed through `seeds/view.py` (`state_dict()` sliced `[k]`).
+"""
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -12,17 +18,23 @@ import torch
 from rltrain import obs as obs_ops
 from rltrain.algos.base import check_sde_spec, decay_lrs, make_noise_clock, pick_lr
 from rltrain.algos.configs.sac import SACConfig
+from rltrain.algos.draws import Draws
 from rltrain.algos.off_policy_steps import (
+    critic_step,
     entropy_actor_step,
+    env_rows,
     polyak_update,
+    stack_networks,
     td_target,
-    twin_critic_step,
+    uniform_actions,
+    update_metrics,
 )
-from rltrain.algos.optim import adam
+from rltrain.algos.optim import adam, stacked_optimizer
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
 from rltrain.nets.sde import load_sde_state, sde_state
+from rltrain.nets.seeded import NotStackable
 from rltrain.nets.spec import resolve_nets
-from rltrain.types import EnvSpec, Metrics, TransitionBatch
+from rltrain.types import EnvSpec, TransitionBatch
 
 
 class SAC:
@@ -49,56 +61,83 @@ class SAC:
         self.alpha_optimizer = adam([self.log_alpha], self.start_lrs["alpha_optimizer"])
         self.target_entropy = (-float(spec.action_dim) if cfg.target_entropy is None
                                else float(cfg.target_entropy))
+        self.draws: Any = Draws(self.device)
+        self._networks()
+        self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
+        self._actor_metrics: dict[str, torch.Tensor] = {}  # the latest actor step's
+
+    def _networks(self) -> None:
         self.policy = self.actor
         self._actor_params = list(self.actor.parameters())
-        self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
-        self._actor_metrics: dict[str, float] = {}
+
+    @classmethod
+    def stack(cls, members: list[SAC], streams: Any) -> SAC:
+        """The seeds' `members` as one batch (drawing from `streams`, one per seed); gSDE's
+        held noise does not stack (NotStackable: the batch runs the members in turn)."""
+        if members[0].noise_clock is not None:
+            raise NotStackable("gSDE (algo.use_sde)")
+        batch = copy.copy(members[0])
+        batch.draws = streams
+        stack_networks(batch, members, ("actor", "critic"), ("critic_target",))
+        batch.log_alpha = torch.stack([m.log_alpha.detach() for m in members]).requires_grad_(
+            batch.cfg.autotune_alpha)
+        batch.alpha_optimizer = stacked_optimizer([batch.log_alpha],
+                                                  [m.alpha_optimizer for m in members])
+        batch._actor_metrics = {}  # until the batch's first actor step
+        batch._networks()
+        return batch
 
     @property
     def alpha(self) -> torch.Tensor:
-        """exp(log α), detached."""
+        """exp(log α), detached (`[S]` in a seed batch)."""
         return self.log_alpha.detach().exp()
+
+    def _noise(self, rows: int) -> torch.Tensor:
+        """The reparameterization's standard normal draws `[rows, A]` (a seed batch:
+        `[S, rows, A]`, each seed's from its own stream)."""
+        return self.draws.normal((rows, self.spec.action_dim))
+
+    def random_actions(self, num_envs: int) -> torch.Tensor:
+        """Uniform warm-up actions in [-1, 1] `[N, A]` (a seed batch: `[S, N, A]`)."""
+        return uniform_actions(self.draws, num_envs, self.spec.action_dim)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
         """A sample of the squashed-Gaussian policy, in [-1, 1] (gSDE: with the held noise)."""
         if self.noise_clock is None:
-            return self.actor(obs)[0]
+            return self.actor(obs, noise=self._noise(env_rows(obs, self.actor)))[0]
         if self.noise_clock.tick():
             self.actor.sde.resample(obs_ops.rows(obs))
         return self.actor.explore(obs)
 
-    def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
-        """Critic step; actor and α steps every `policy_delay`-th call; then a soft target update.
+    def update(self, batch: TransitionBatch, global_step: int) -> Any:
+        """Critic step; actor and α steps every `policy_delay`-th call; then a soft target
+        update. A metrics dict (a seed batch: one per seed, each on its own minibatch
+        `[S, B, ...]`).
 
         Actor metrics repeat their latest values on steps that skip the actor.
         """
         rates = decay_lrs(self, global_step)
-        metrics = self._critic_step(batch)
+        losses, q = critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
         if self.n_updates % self.cfg.policy_delay == 0:
-            self._actor_metrics = self._actor_alpha_step(batch.obs)
+            self._actor_metrics = self._actor_alpha_step(batch.obs, batch.rewards.shape[-1])
         polyak_update(self.critic_target, self.critic, self.cfg.tau)
         self.n_updates += 1
-        metrics.update(self._actor_metrics, **rates)
-        metrics["train/alpha"] = self.alpha.item()
-        return metrics
+        return update_metrics(losses, q, self._actor_metrics, rates, {"train/alpha": self.alpha})
 
     @torch.no_grad()
     def target(self, batch: TransitionBatch) -> torch.Tensor:
         """y = r + γ (1 − terminated) (min_i Q'_i(s', a') − α log π(a'|s')), a' ~ π(s'); [B]."""
-        return sac_target(self.critic_target, batch, *self.actor(batch.next_obs), self.alpha,
-                          self.cfg.gamma)
+        next_action = self.actor(batch.next_obs, noise=self._noise(batch.rewards.shape[-1]))
+        return sac_target(self.critic_target, batch, *next_action, self.alpha, self.cfg.gamma)
 
-    def _critic_step(self, batch: TransitionBatch) -> dict[str, float]:
-        return twin_critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
-
-    def _actor_alpha_step(self, obs: torch.Tensor) -> dict[str, float]:
+    def _actor_alpha_step(self, obs: torch.Tensor, rows: int) -> dict[str, torch.Tensor]:
         """One actor step and, when α is tuned, one temperature step (`entropy_actor_step`)."""
         loss, entropy = entropy_actor_step(
-            self.actor, self.critic, self.actor_optimizer, obs, self._actor_params,
-            self.log_alpha, self.alpha_optimizer if self.cfg.autotune_alpha else None,
-            self.target_entropy)
-        return {"train/actor_loss": loss.item(), "train/entropy": entropy.item()}
+            functools.partial(self.actor, noise=self._noise(rows)), self.critic,
+            self.actor_optimizer, obs, self._actor_params, self.log_alpha,
+            self.alpha_optimizer if self.cfg.autotune_alpha else None, self.target_entropy)
+        return {"train/actor_loss": loss, "train/entropy": entropy}
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, target, optimizers, log α and the update counter as plain data."""
@@ -125,9 +164,9 @@ _STATE = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimiz
 
 
 # ---- SAC's math, written once: the networks are callables and α a tensor, so a seed batch's
-# stacked ones (`seeds/sac.py`: `[S, ...]` inputs, α `[S]`) run the same lines; the critics'
-# ensemble is the dimension before the rows (-2), losses reduce the last one. The actor and
-# temperature step, over any actor: `algos/off_policy_steps.py` `entropy_actor_step` ---------
+# stacked ones (`[S, ...]` inputs, α `[S]`) run the same lines; the critics' ensemble is the
+# dimension before the rows (-2), losses reduce the last one. The actor and temperature step,
+# over any actor: `algos/off_policy_steps.py` `entropy_actor_step` -----------------------------
 
 @torch.no_grad()
 def sac_target(critic_target: Callable[[Any, torch.Tensor], torch.Tensor],
@@ -142,3 +181,8 @@ def sac_target(critic_target: Callable[[Any, torch.Tensor], torch.Tensor],
 def build(cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> SAC:
     """Registry builder."""
     return SAC(cfg, spec, device)
+
+
+def stack(members: list[SAC], streams: Any) -> SAC:
+    """A seed batch's SAC (`seeds/batch.py` looks for this beside `build`)."""
+    return SAC.stack(members, streams)

@@ -1,71 +1,64 @@
-"""Twin Delayed DDPG (Fujimoto et al. 2018), for Box action spaces."""
+"""Twin Delayed DDPG (Fujimoto et al. 2018), for Box action spaces.
+
+`TD3.stack(members, streams)` is the same algorithm for a batch of seeds (`[S, ...]` networks,
+each seed's draws from its own stream): every line below serves both forms.
+"""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from rltrain.algos.base import decay_lrs, pick_lr
+from rltrain.algos.base import decay_lrs
 from rltrain.algos.configs.td3 import TD3Config
 from rltrain.algos.off_policy_steps import (
-    deterministic_actor_step,
-    polyak_update,
+    DeterministicActorCritic,
+    critic_step,
     td_target,
-    twin_critic_step,
+    update_metrics,
 )
-from rltrain.algos.optim import adam
-from rltrain.nets.continuous import DeterministicActor, TwinQ, add_gaussian_noise
-from rltrain.nets.spec import resolve_nets
-from rltrain.types import EnvSpec, Metrics, TransitionBatch
+from rltrain.nets.continuous import TwinQ
+from rltrain.types import EnvSpec, TransitionBatch
 
 
-class TD3:
-    """Deterministic actor, twin critics (clipped double-Q), delayed actor and target updates."""
+class TD3(DeterministicActorCritic):
+    """Deterministic actor, twin critics (clipped double-Q), delayed actor and target updates
+    (what it shares with DDPG: `off_policy_steps.DeterministicActorCritic`)."""
+
+    COUNTERS = ("n_updates",)
 
     def __init__(self, cfg: TD3Config, spec: EnvSpec, device: torch.device | str = "cpu"):
-        self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
-        actor, critic = resolve_nets(cfg, spec)
-        self.actor = DeterministicActor(actor, spec.action_dim).to(self.device)
-        self.critic = TwinQ(critic, spec.action_dim).to(self.device)
-        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.start_lrs = {"actor_optimizer": pick_lr(cfg.actor_lr, cfg),
-                          "critic_optimizer": pick_lr(cfg.critic_lr, cfg)}
-        self.actor_optimizer = adam(self.actor.parameters(), self.start_lrs["actor_optimizer"])
-        self.critic_optimizer = adam(self.critic.parameters(), self.start_lrs["critic_optimizer"])
-        self.policy = self.actor
-        self._actor_params = list(self.actor.parameters())
+        super().__init__(cfg, spec, device, lambda net: TwinQ(net, spec.action_dim))
         self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
-        self._actor_loss = 0.0
+        self._actor_loss: torch.Tensor | float = 0.0  # the latest actor step's
 
-    @torch.no_grad()
-    def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
-        """Actor action plus clipped Gaussian exploration noise, in [-1, 1]."""
-        return add_gaussian_noise(self.actor(obs), self.cfg.action_noise)
+    @classmethod
+    def stack(cls, members: list[Any], streams: Any) -> Any:
+        """The seeds' `members` as one batch (drawing from `streams`, one per seed)."""
+        batch = super().stack(members, streams)
+        batch._actor_loss = 0.0  # until the batch's first actor step
+        return batch
 
-    def update(self, batch: TransitionBatch, global_step: int) -> Metrics:
+    def update(self, batch: TransitionBatch, global_step: int) -> Any:
         """One critic step; every `policy_delay`-th call also an actor step and target updates.
+        A metrics dict (a seed batch: one per seed, each on its own minibatch `[S, B, ...]`).
 
         `train/actor_loss` repeats the latest actor loss on steps that skip the actor.
         """
         rates = decay_lrs(self, global_step)
-        metrics = self._critic_step(batch)
+        losses, q = critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
         if self.n_updates % self.cfg.policy_delay == 0:
-            self._actor_loss = self._actor_step(batch.obs)
-            polyak_update(self.critic_target, self.critic, self.cfg.tau)
-            polyak_update(self.actor_target, self.actor, self.cfg.tau)
+            self._actor_loss = self.actor_and_targets_step(batch.obs)
         self.n_updates += 1
-        metrics["train/actor_loss"] = self._actor_loss
-        return {**metrics, **rates}
+        return update_metrics(losses, q, {"train/actor_loss": self._actor_loss}, rates)
 
     @torch.no_grad()
     def target_action(self, next_obs: torch.Tensor) -> torch.Tensor:
         """Target policy smoothing: μ'(s') + clip(N(0, σ²), −c, c), clipped to [-1, 1]."""
         action = self.actor_target(next_obs)
-        return smoothed(action, torch.randn_like(action), self.cfg)
+        return smoothed(action, self.draws.like("normal", action), self.cfg)
 
     @torch.no_grad()
     def target(self, batch: TransitionBatch) -> torch.Tensor:
@@ -73,32 +66,9 @@ class TD3:
         return td3_target(self.critic_target, batch, self.target_action(batch.next_obs),
                           self.cfg.gamma)
 
-    def _critic_step(self, batch: TransitionBatch) -> dict[str, float]:
-        return twin_critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
 
-    def _actor_step(self, obs: torch.Tensor) -> float:
-        return deterministic_actor_step(self.actor, self.critic, self.actor_optimizer, obs,
-                                        self._actor_params).item()
-
-    def state_dict(self) -> dict[str, Any]:
-        """Networks, targets, optimizers and the update counter as plain data."""
-        state: dict[str, Any] = {name: getattr(self, name).state_dict() for name in _STATE}
-        state["n_updates"] = self.n_updates
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore `state_dict()`."""
-        for name in _STATE:
-            getattr(self, name).load_state_dict(state[name])
-        self.n_updates = int(state["n_updates"])
-
-
-_STATE = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer",
-          "critic_optimizer")
-
-
-# ---- TD3's math, written once (a seed batch's stacked networks run it too, `seeds/
-# deterministic.py`; the critics' ensemble is the dimension before the rows) ------------------
+# ---- TD3's math, written once over the last dimension (the critics' ensemble is the dimension
+# before the rows), so a seed batch's stacked networks run it too -----------------------------
 
 def smoothed(action: torch.Tensor, normal: torch.Tensor, cfg: TD3Config) -> torch.Tensor:
     """Target policy smoothing of `action` with the standard normal draw `normal`:
@@ -118,3 +88,8 @@ def td3_target(critic_target: Callable[[Any, torch.Tensor], torch.Tensor],
 def build(cfg: TD3Config, spec: EnvSpec, device: torch.device | str = "cpu") -> TD3:
     """Registry builder."""
     return TD3(cfg, spec, device)
+
+
+def stack(members: list[TD3], streams: Any) -> TD3:
+    """A seed batch's TD3 (`seeds/batch.py` looks for this beside `build`)."""
+    return TD3.stack(members, streams)

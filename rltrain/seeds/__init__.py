@@ -2,20 +2,20 @@
 
 Each seed is a complete single-seed run (its own folder, env, checkpoints, logs: a `Runner`
 built exactly as `seed=<s>` alone would build it); what the batch shares is the arithmetic.
-The S policies' parameters are stacked `[S, ...]` (`stacked.py`), one batched matrix product
-serves every seed, and every step that involves chance draws from that seed's own generator
-(`rng.py`), so seed k in a batch follows the same trajectory as the run `seed=<k>` alone.
+Each algorithm's own class is its batch form (`PPO.stack`, `A2C.stack`, `DQN.stack`, ...: its
+module's `stack(members, streams)`): the S networks' parameters stacked `[S, ...]`
+(`nets/seeded.py`), one batched matrix product serving every seed, the algorithm's one
+`update` over a leading seed dimension, and every step that involves chance drawing from that
+seed's own generator (`rng.py`), so seed k in a batch follows the same trajectory as the run
+`seed=<k>` alone.
 
-    stacked.py   the S networks as one: stacked parameters, a batched forward, copy back
-    optim.py     Adam and gradient clipping over stacked parameters, per seed
     rng.py       one random stream per seed; the process-wide generators swapped in per seed
-    ppo.py, a2c.py, dqn.py, sac.py, deterministic.py   each algorithm's stacked form: its
-                 `algos/` math over stacked networks, with per-seed draws, KL stops and metrics
-                 (named by its `config.catalog.ALGORITHMS` entry)
+    view.py      seed k of a stacked algorithm, as its Runner reads it (no copies kept)
     members.py   seeds whose networks cannot be stacked (recurrent, gSDE, images), or whose
                  algorithm has no stacked form: each seed's own member in turn, its single run
     batch.py     the seeds still training, and what each does alone (log, eval, save, fail)
     on_policy.py, off_policy.py   the loops over the batch, read top to bottom
     folder.py    a batch folder on disk: its seeds, and what resume=<batch> continues
+    resume.py    resume=<batch folder>: every seed from where it is
     runner.py    builds the members, runs the loop, finishes each seed, writes the summary
 """

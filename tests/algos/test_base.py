@@ -96,7 +96,7 @@ def _imported_modules(path: Path) -> set[str]:
     return names
 
 
-SHARED = ("__init__.py", "base.py", "optim.py", "off_policy_steps.py")
+SHARED = ("__init__.py", "base.py", "optim.py", "off_policy_steps.py", "draws.py")
 """The modules of algos/ that are not an algorithm: what the algorithms share."""
 
 
