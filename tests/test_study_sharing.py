@@ -295,8 +295,8 @@ def test_a_stop_file_ends_a_trial_at_its_seed(fake_runner, tiny_cfg, tmp_path):
     value = sweep_trial.run_seeds(tiny_cfg(seeds_per_trial=3), tmp_path)
     assert math.isnan(value) and fake_runner.trained == [0, 1]
     assert json.loads((tmp_path / "seeds.json").read_text()) == {
-        "seeds": [0, 1, 2], "mean_rewards": [3.0], "mean_reward": None,
-        "stopped": {"1": "STOP file"}}
+        "seeds": [0, 1, 2], "mean_rewards": [3.0], "mean_reward": None, "score": None,
+        "score_of": "mean", "stopped": {"1": "STOP file"}}
     assert sweep_study.trial_value(tmp_path) is None
 
 

@@ -50,9 +50,9 @@ class A2C(ActorCriticSeeds):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
         self.policy = make_actor_critic(cfg, spec).to(self.device)
         self.noise_clock = make_noise_clock(cfg)  # gSDE only: new noise at each rollout start
-        self._params = list(self.policy.parameters())
+        self.params = list(self.policy.parameters())
         self.collective: Solo = SOLO  # the ranks of a torchrun job (set by the Runner)
-        self.optimizer = make_optimizer(cfg, self._params)
+        self.optimizer = make_optimizer(cfg, self.params)
         self.draws: Any = Draws(self.device)  # a seed batch's: each seed's stream
 
     def act(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None,
@@ -82,7 +82,7 @@ class A2C(ActorCriticSeeds):
             self.policy.head.entropy(dist), cfg)
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
-        norm = grad_norm_step(self.optimizer, self._params, cfg.max_grad_norm,
+        norm = grad_norm_step(self.optimizer, self.params, cfg.max_grad_norm,
                               self.collective.average_)
         parts = torch.stack([policy_loss, value_loss, -entropy, norm.to(loss.dtype), loss], -1)
         out = [self._metrics(row, lr, seed_values, seed_returns)

@@ -167,8 +167,8 @@ class ActorCriticSeeds:
         batch = copy.copy(members[0])
         batch.draws, batch.collective = streams, PER_SEED
         batch.policy = seeded.stack_modules([m.policy for m in members])
-        batch._params = list(batch.policy.parameters())
-        batch.optimizer = stacked_optimizer(batch._params, [m.optimizer for m in members])
+        batch.params = list(batch.policy.parameters())
+        batch.optimizer = stacked_optimizer(batch.params, [m.optimizer for m in members])
         return batch
 
 

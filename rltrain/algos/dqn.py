@@ -96,12 +96,14 @@ class DQN:
         self.q_target = copy.deepcopy(self.q_net).requires_grad_(False)
         self.optimizer: Any = adam(self.q_net.parameters(), cfg.lr)
         self.draws: Any = Draws(self.device)
-        self._networks()
+        self.link_networks()
         self.next_target_update = cfg.target_update_interval
 
-    def _networks(self) -> None:
+    def link_networks(self) -> None:
+        """What follows from the networks (the evaluated policy, the trained parameters): set
+        again when `stack` replaces them with the seeds' stacked ones."""
         self.policy = self.q_net
-        self._params = list(self.q_net.parameters())
+        self.params = list(self.q_net.parameters())
 
     @classmethod
     def stack(cls, members: list[DQN], streams: Any) -> DQN:
@@ -110,8 +112,8 @@ class DQN:
         batch.draws = streams
         batch.q_net = seeded.stack_modules([m.q_net for m in members])
         batch.q_target = seeded.stack_modules([m.q_target for m in members], requires_grad=False)
-        batch._networks()
-        batch.optimizer = stacked_optimizer(batch._params, [m.optimizer for m in members])
+        batch.link_networks()
+        batch.optimizer = stacked_optimizer(batch.params, [m.optimizer for m in members])
         return batch
 
     def epsilon(self, global_step: int) -> float:
@@ -153,7 +155,7 @@ class DQN:
         loss, q = dqn_loss(self.q_net, batch, target)
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
-        norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm)
+        norm = grad_norm_step(self.optimizer, self.params, self.cfg.max_grad_norm)
         self.next_target_update = update_target_(self.q_target, self.q_net, self.cfg,
                                                  global_step, self.next_target_update)
         values = torch.stack([loss.detach(), q.detach().mean(-1), target.mean(-1), norm], -1)

@@ -226,9 +226,11 @@ class DeterministicActorCritic:
         self.actor_optimizer = adam(self.actor.parameters(), self.start_lrs["actor_optimizer"])
         self.critic_optimizer = adam(self.critic.parameters(), self.start_lrs["critic_optimizer"])
         self.draws: Any = Draws(self.device)
-        self._networks()
+        self.link_networks()
 
-    def _networks(self) -> None:
+    def link_networks(self) -> None:
+        """What follows from the networks (the evaluated policy, the trained parameters): set
+        again when `stack` replaces them with the seeds' stacked ones."""
         self.policy = self.actor
         self._actor_params = list(self.actor.parameters())
 
@@ -238,7 +240,7 @@ class DeterministicActorCritic:
         batch = copy.copy(members[0])
         batch.draws = streams
         stack_networks(batch, members, ("actor", "critic"), ("actor_target", "critic_target"))
-        batch._networks()
+        batch.link_networks()
         return batch
 
     def random_actions(self, num_envs: int) -> torch.Tensor:

@@ -59,7 +59,7 @@ class PPO(ActorCriticSeeds):
             self.policy = make_actor_critic(cfg, spec).to(self.device)
         self.noise_clock = make_noise_clock(cfg)  # gSDE only: new noise at each rollout start
         self.optimizer = adam(self.policy.parameters(), cfg.lr, eps=cfg.adam_eps)
-        self._params = list(self.policy.parameters())
+        self.params = list(self.policy.parameters())
         self.collective: Solo = SOLO  # the ranks of a torchrun job (set by the Runner)
         self.draws: Any = Draws(self.device)  # a seed batch's: each seed's stream
 
@@ -173,7 +173,7 @@ class PPO(ActorCriticSeeds):
                                self.cfg)
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
-        norm = grad_norm_step(self.optimizer, self._params, self.cfg.max_grad_norm,
+        norm = grad_norm_step(self.optimizer, self.params, self.cfg.max_grad_norm,
                               self.collective.average_, active)
         return torch.stack([*parts, norm.to(loss.dtype), loss], -1).detach()
 

@@ -62,11 +62,13 @@ class SAC:
         self.target_entropy = (-float(spec.action_dim) if cfg.target_entropy is None
                                else float(cfg.target_entropy))
         self.draws: Any = Draws(self.device)
-        self._networks()
+        self.link_networks()
         self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
         self._actor_metrics: dict[str, torch.Tensor] = {}  # the latest actor step's
 
-    def _networks(self) -> None:
+    def link_networks(self) -> None:
+        """What follows from the networks (the evaluated policy, the trained parameters): set
+        again when `stack` replaces them with the seeds' stacked ones."""
         self.policy = self.actor
         self._actor_params = list(self.actor.parameters())
 
@@ -84,7 +86,7 @@ class SAC:
         batch.alpha_optimizer = stacked_optimizer([batch.log_alpha],
                                                   [m.alpha_optimizer for m in members])
         batch._actor_metrics = {}  # until the batch's first actor step
-        batch._networks()
+        batch.link_networks()
         return batch
 
     @property

@@ -175,7 +175,9 @@ def _python_rng(value: Any, key: str, strict: bool) -> None:
 _RMS = _record({"mean": _tensor("float"), "var": _tensor("float"), "count": _NUMBER})
 _OBS = _either(_mapping(_tensor()), _tensor())
 """Observations: one tensor, or one per entry of a Dict / Tuple observation."""
-_KINDS: dict[str, Callable[..., Check]] = {"obs": lambda: _OBS, "tensor": _tensor, "int": _int}
+_KINDS: dict[str, Callable[..., Check]] = {
+    "obs": lambda: _OBS, "int": _int,
+    "tensor": lambda kind="", ndim=None: _tensor(kind, ndim=ndim)}
 """The field kinds a replay's `STATE` declares, and their checks."""
 
 FIELDS: dict[str, Check] = {

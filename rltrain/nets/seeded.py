@@ -27,6 +27,7 @@ benchmarks/seed_batch.py).
 from __future__ import annotations
 
 import copy
+import weakref
 from typing import Any
 
 import torch
@@ -38,6 +39,10 @@ from rltrain.nets.continuous import EnsembleLayerNorm, EnsembleLinear, ensemble_
 from rltrain.nets.heads import CategoricalHead, GaussianHead, PolicyHead
 from rltrain.nets.mlp import ACTIVATIONS
 from rltrain.nets.sde import StateDependentNoise
+
+_TEMPLATES: weakref.WeakKeyDictionary[nn.Module, nn.Module] = weakref.WeakKeyDictionary()
+"""A stacked network -> one member's structure (not a part of the network: no parameters of it
+are trained or saved), from which `seed_view` builds a seed's own module."""
 
 _LAYERS = (nn.Linear, nn.LayerNorm, EnsembleLinear, EnsembleLayerNorm, *ACTIVATIONS.values())
 
@@ -60,7 +65,7 @@ def check_stackable(net: nn.Module) -> None:
     if getattr(net, "shared", False):
         raise NotStackable("a shared encoder (net.share_encoder)")
     if any(name.endswith("encoder") and value is not None for name, value in vars(net).items()) \
-            or any(name.endswith("encoder") for name in net._modules):
+            or any(name.endswith("encoder") for name, _ in net.named_children()):
         raise NotStackable("an observation encoder (images, Dict or categorical observations)")
     if getattr(net, "sde", None) is not None or any(
             isinstance(m, StateDependentNoise) for m in net.modules()):
@@ -149,8 +154,7 @@ def stack_modules(members: list[nn.Module], requires_grad: bool = True) -> nn.Mo
         check_stackable(member)
     stacked = copy.deepcopy(members[0])
     stacked.seeds = len(members)
-    # a seed's own structure for `seed_view` (outside `_modules`: not a part of the network)
-    object.__setattr__(stacked, "_template", copy.deepcopy(members[0]))
+    _TEMPLATES[stacked] = copy.deepcopy(members[0])  # a seed's own structure, for `seed_view`
     per_seed = [dict(m.named_modules()) for m in members]
     for name, layer in list(stacked.named_modules()):
         seed_form = _seed_form(layer, [modules[name] for modules in per_seed])
@@ -212,7 +216,7 @@ def seed_view(stacked: nn.Module, k: int) -> nn.Module:
     with `stacked`'s slices `[k]`: it reads the batch's current weights with no copy (its
     evaluation, a check of its weights), trains nothing (no gradients), and its `state_dict()`
     holds contiguous copies, as a single run's checkpoint does."""
-    view = copy.deepcopy(stacked._template)
+    view = copy.deepcopy(_TEMPLATES[stacked])
     params, buffers = dict(stacked.named_parameters()), dict(stacked.named_buffers())
     for name, _ in list(view.named_parameters()):
         owner, _, leaf = name.rpartition(".")
