@@ -78,7 +78,7 @@ def train_single(algo: str, env: str, budget: int, seed: int, root: Path) -> tup
 def train_batch(algo: str, env: str, budget: int, seeds: int, threads: int, root: Path,
                 first: int = 0) -> tuple[float, dict[int, float]]:
     """(seconds, final eval per seed) of one `num_seeds` batch."""
-    from rltrain.seeds.runner import SeedRunner
+    from rltrain.seed_batch.runner import SeedRunner
 
     started = time.perf_counter()
     cfg = _cfg(algo, env, budget, first, seeds, threads)

@@ -48,7 +48,7 @@ def first_update(algo: str, env: str, budget: int, seeds: int, root: Path) -> tu
     runs start learning after at most 1,000 steps)."""
     from rltrain.config.compose import compose_train_config
     from rltrain.runner.runner import Runner
-    from rltrain.seeds.runner import SeedRunner
+    from rltrain.seed_batch.runner import SeedRunner
 
     cfg = seed_batch._cfg(algo, env, budget, 0, seeds, 1)
     if hasattr(cfg.algo, "learning_starts") and cfg.algo.learning_starts > 1000:

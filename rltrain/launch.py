@@ -7,7 +7,7 @@ config and calls that mode's function:
 
     new_run       one run (each rank's run too, under torchrun: `Job.collective`)
     resume_run    a run continued from a checkpoint (`resume=<run or ckpt>`, `resume=auto`)
-    seed_batch    `num_seeds=N`: the seeds trained together as one batch (`rltrain/seeds/`)
+    seed_batch    `num_seeds=N`: the seeds trained together as one batch (`rltrain/seed_batch/`)
     resume_batch  `resume=<batch folder>`: every seed of a batch from where it is
     trial         `seeds_per_trial=K`: the seeds in turn, one folder each (a sweeper's trial)
     ranks         `torchrun ... -m rltrain`: this process's rank of a data-parallel job
@@ -39,8 +39,8 @@ from rltrain.parallel.torchrun import prepare
 from rltrain.parallel.world import SOLO, Solo, World
 from rltrain.runner.resume import find_resume_checkpoint, resume_config
 from rltrain.runner.runner import Runner
-from rltrain.seeds.folder import batch_overrides, batch_seeds
-from rltrain.seeds.runner import SeedRunner
+from rltrain.seed_batch.folder import batch_overrides, batch_seeds
+from rltrain.seed_batch.runner import SeedRunner
 from rltrain.sweep.search import in_search
 from rltrain.sweep.trial import run_seeds, write_seed_record
 
@@ -171,7 +171,7 @@ def resume_run(ckpt: Path, job: Job) -> Outcome:
 
 
 def seed_batch(cfg: TrainConfig, job: Job) -> Outcome:
-    """`num_seeds=N`: the seeds as one batch (`rltrain/seeds/`); its summary's `mean_reward` is
+    """`num_seeds=N`: the seeds as one batch (`rltrain/seed_batch/`); its summary's `mean_reward` is
     the IQM of the seeds' final evals."""
     _one_algorithm_per_seed(job, "num_seeds > 1 builds one algorithm per seed itself: "
                                  "train(algo=...) and callbacks= need num_seeds=1")

@@ -233,12 +233,12 @@ def test_an_added_algorithm_runs_as_a_stacked_seed_batch_without_a_line_more(
         toy_registered, tmp_path, monkeypatch, caplog):
     """Its module's `stack`: `num_seeds=3` trains the three Toys as one stacked network (not
     each seed in turn), and seed 1 ends where the run seed=1 alone ends, within the rounding a
-    batch's other summation order allows (tests/seeds/helpers.py)."""
+    batch's other summation order allows (tests/seed_batch/helpers.py)."""
     import logging
     import sys
 
     from rltrain.api import train
-    from tests.seeds.helpers import MOVED, assert_parameters_follow
+    from tests.seed_batch.helpers import MOVED, assert_parameters_follow
 
     stacked = []
     real = Toy.stack

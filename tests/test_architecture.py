@@ -17,7 +17,7 @@ ENTRY_POINTS = ("rltrain.cli", "rltrain.launch", "rltrain.api")
 BELOW_ENTRY_POINTS = (
     "rltrain.algos", "rltrain.buffers", "rltrain.checkpoint", "rltrain.config", "rltrain.envs",
     "rltrain.evaluation", "rltrain.export", "rltrain.loggers", "rltrain.nets",
-    "rltrain.parallel", "rltrain.report", "rltrain.runner", "rltrain.seeds", "rltrain.sweep",
+    "rltrain.parallel", "rltrain.report", "rltrain.runner", "rltrain.seed_batch", "rltrain.sweep",
     "rltrain.target")
 """What the entry points are built from (torchrun's rank setup included: it reads the run
 folder and resume checks from `rltrain.target`, as the command line and `train()` do)."""
@@ -28,7 +28,7 @@ FORBIDDEN = [
     # an algorithm is math: no loop, sink, env, run config, file or seed batch
     ("rltrain.algos", "rltrain.runner"), ("rltrain.algos", "rltrain.loggers"),
     ("rltrain.algos", "rltrain.envs"), ("rltrain.algos", "rltrain.config"),
-    ("rltrain.algos", "rltrain.checkpoint"), ("rltrain.algos", "rltrain.seeds"),
+    ("rltrain.algos", "rltrain.checkpoint"), ("rltrain.algos", "rltrain.seed_batch"),
     # the envs own their config section (envs/config.py): nothing from config validation
     ("rltrain.envs", "rltrain.algos"), ("rltrain.envs", "rltrain.config"),
     ("rltrain.envs", "rltrain.runner"),
@@ -39,13 +39,13 @@ FORBIDDEN = [
     ("rltrain.checkpoint", "rltrain.config"), ("rltrain.checkpoint", "rltrain.runner"),
     ("rltrain.checkpoint", "rltrain.envs"), ("rltrain.checkpoint", "rltrain.algos"),
     # a config is composed and validated before anything is built
-    ("rltrain.config", "rltrain.runner"), ("rltrain.config", "rltrain.seeds"),
+    ("rltrain.config", "rltrain.runner"), ("rltrain.config", "rltrain.seed_batch"),
     ("rltrain.config", "rltrain.evaluation"), ("rltrain.config", "rltrain.sweep"),
     # a seed batch and a sweep's trial are built from runners, never the other way round
-    ("rltrain.runner", "rltrain.seeds"), ("rltrain.runner", "rltrain.sweep"),
+    ("rltrain.runner", "rltrain.seed_batch"), ("rltrain.runner", "rltrain.sweep"),
     ("rltrain.evaluation", "rltrain.runner"),
     # where a job trains and what it resumes is read above the run, the batch and their files
-    *[(layer, "rltrain.target") for layer in ("rltrain.runner", "rltrain.seeds",
+    *[(layer, "rltrain.target") for layer in ("rltrain.runner", "rltrain.seed_batch",
                                               "rltrain.config", "rltrain.checkpoint")],
     *[(layer, entry) for layer in BELOW_ENTRY_POINTS for entry in ENTRY_POINTS],
 ]

@@ -215,7 +215,7 @@ def test_every_path_and_name_the_page_cites_exists(markers):
 @pytest.mark.parametrize("stale", [
     # the names issue item 7 found on the old page, each as it was cited there
     "`cli.py`", "`config.py`", "`config_checks.py`", "`distributed.py`", "`sweep.py`",
-    "`checkpoint.py`", "`rltrain.seeds.BATCHABLE`", "the torch-free rltrain.seeds.BATCHABLE",
+    "`checkpoint.py`", "`rltrain.seed_batch.BATCHABLE`", "the torch-free rltrain.seed_batch.BATCHABLE",
     # and one of each other form the rules read
     "`runner/loops.py`", "`distributed/`", "`conf/algo/<name>.yml`", "`SeedBatchRunner`",
     "`SeedBatch.step_all`", "`<run>/checkpoints/last.pt`", "`rltrain.config.registry:ALGORITHMS`",
@@ -228,8 +228,8 @@ def test_a_stale_citation_fails(stale):
 
 
 @pytest.mark.parametrize("current", [
-    "`runner/on_policy.py`", "`rltrain/seeds/`", "`seeds/view.py`", "`conf/tuned/<algo>_<alias>.yaml`",
-    "`rltrain.seeds.view.SeedView`", "`SeedBatch.step_envs`", "`ctx.end_iteration()`",
+    "`runner/on_policy.py`", "`rltrain/seed_batch/`", "`seed_batch/view.py`", "`conf/tuned/<algo>_<alias>.yaml`",
+    "`rltrain.seed_batch.view.SeedView`", "`SeedBatch.step_envs`", "`ctx.end_iteration()`",
     "`<batch>/seed_<s>/`", "`torch.nn.Module`", "`config.registry`", "`rltrain.algos.toy`",
     "`rltrain/algos/configs/toy.py`", "`rltrain env=CartPole-v1`", "`--help`",
 ])

@@ -83,7 +83,7 @@ def test_a_run_stopped_before_its_budget_writes_no_timing(tmp_path, monkeypatch)
     """A SIGTERM (the benchmark's own timeout) stops a batch gracefully: its partial time must
     not become a result row (on the GPU machine a SAC batch cut at 4,299 of 5,000 steps read
     as 1.51x one seed)."""
-    from rltrain.seeds import runner as seed_runner
+    from rltrain.seed_batch import runner as seed_runner
 
     monkeypatch.setattr(seed_runner.SeedRunner, "run",
                         lambda self: {"final_eval": {}, "stopped": {"7": "SIGTERM"}})

@@ -135,7 +135,7 @@ def test_the_checks_see_what_they_refuse(tmp_path):
     code = ("from rltrain.algos.ppo import _KL\nimport rltrain.envs._hidden\n"
             "def f():\n    from ..algos import _x\n    from .rows import _y\n"
             "def g(env):\n    env._ep_return[:] = 0\n    return env._engine, self._own\n")
-    path = PACKAGE / "seeds" / "reach.py"  # parsed as if it were there, never written
+    path = PACKAGE / "seed_batch" / "reach.py"  # parsed as if it were there, never written
     tree = ast.parse(code)
     assert [o.split(" imports ")[1] for o in import_offences(path, tree)] == [
         "rltrain.algos.ppo._KL", "rltrain.envs._hidden", "rltrain.algos._x"]

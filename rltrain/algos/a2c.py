@@ -134,5 +134,5 @@ def build(cfg: A2CConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> 
 
 
 def stack(members: list[A2C], streams: Any) -> A2C:
-    """A seed batch's A2C (`seeds/batch.py` looks for this beside `build`)."""
+    """A seed batch's A2C (`seed_batch/batch.py` looks for this beside `build`)."""
     return A2C.stack(members, streams)

@@ -153,7 +153,7 @@ class ActorCriticSeeds:
     (`nets/seeded.py`), whose draws are each seed's own stream and whose collective normalizes
     each seed's advantages alone (`PER_SEED`); the algorithm's own `act`, `value` and `update`
     then take inputs with a leading seed dimension, and each seed's Runner reads its seed
-    through `seeds/view.py` (no copies to keep in step)."""
+    through `seed_batch/view.py` (no copies to keep in step)."""
 
     @classmethod
     def stack(cls, members: list[Any], streams: Any) -> Any:

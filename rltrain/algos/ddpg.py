@@ -60,5 +60,5 @@ def build(cfg: DDPGConfig, spec: EnvSpec, device: torch.device | str = "cpu") ->
 
 
 def stack(members: list[DDPG], streams: Any) -> DDPG:
-    """A seed batch's DDPG (`seeds/batch.py` looks for this beside `build`)."""
+    """A seed batch's DDPG (`seed_batch/batch.py` looks for this beside `build`)."""
     return DDPG.stack(members, streams)

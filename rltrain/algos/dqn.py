@@ -85,7 +85,7 @@ class DQN:
     `DQN.stack(members, streams)` is the same algorithm for a batch of seeds: its networks and
     optimizer are the members' stacked `[S, ...]` (`nets/seeded.py`), its draws each seed's own
     stream, and every method below takes and returns a leading seed dimension; each seed's
-    Runner then reads its seed through `seeds/view.py` (no copies to keep in step)."""
+    Runner then reads its seed through `seed_batch/view.py` (no copies to keep in step)."""
 
     def __init__(self, cfg: DQNConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         if spec.action_kind != "discrete":
@@ -182,5 +182,5 @@ def build(cfg: DQNConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> 
 
 
 def stack(members: list[DQN], streams: Any) -> DQN:
-    """A seed batch's DQN (`seeds/batch.py` looks for this beside `build`)."""
+    """A seed batch's DQN (`seed_batch/batch.py` looks for this beside `build`)."""
     return DQN.stack(members, streams)

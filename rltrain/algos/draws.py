@@ -1,5 +1,5 @@
 """Where an algorithm's chance comes from. A single run draws from the process-wide generator on
-its device (`Draws`); a seed batch from each seed's own generator (`seeds/rng.py` `SeedStreams`:
+its device (`Draws`); a seed batch from each seed's own generator (`seed_batch/rng.py` `SeedStreams`:
 the same methods, each result with a leading seed dimension `[S, ...]`). An algorithm writes
 each draw once, `self.draws.normal(shape)`, and both forms run that line; a single run's draws
 are the calls it made before (`torch.randn`, `torch.rand`, ...) in the same order, so its

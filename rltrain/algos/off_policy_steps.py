@@ -205,7 +205,7 @@ class DeterministicActorCritic:
     `stack(members, streams)` is the same algorithm for a batch of seeds: its networks and
     optimizers are the members' stacked `[S, ...]`, its draws each seed's own stream, and every
     method takes and returns a leading seed dimension; each seed's Runner reads its seed through
-    `seeds/view.py` (its `state_dict()` sliced `[k]`). A subclass adds its `update`.
+    `seed_batch/view.py` (its `state_dict()` sliced `[k]`). A subclass adds its `update`.
     """
 
     STATE = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer",

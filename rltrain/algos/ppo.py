@@ -276,5 +276,5 @@ def build(cfg: PPOConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> 
 
 
 def stack(members: list[PPO], streams: Any) -> PPO:
-    """A seed batch's PPO (`seeds/batch.py` looks for this beside `build`)."""
+    """A seed batch's PPO (`seed_batch/batch.py` looks for this beside `build`)."""
     return PPO.stack(members, streams)

@@ -2,7 +2,7 @@
 
 `SAC.stack(members, streams)` is the same algorithm for a batch of seeds (`[S, ...]` networks,
 log α `[S]`, each seed's draws from its own stream): every line below serves both forms, and
-each seed's Runner reads its seed through `seeds/view.py` (`state_dict()` sliced `[k]`).
+each seed's Runner reads its seed through `seed_batch/view.py` (`state_dict()` sliced `[k]`).
 """
 
 from __future__ import annotations
@@ -186,5 +186,5 @@ def build(cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> 
 
 
 def stack(members: list[SAC], streams: Any) -> SAC:
-    """A seed batch's SAC (`seeds/batch.py` looks for this beside `build`)."""
+    """A seed batch's SAC (`seed_batch/batch.py` looks for this beside `build`)."""
     return SAC.stack(members, streams)

@@ -91,5 +91,5 @@ def build(cfg: TD3Config, spec: EnvSpec, device: torch.device | str = "cpu") -> 
 
 
 def stack(members: list[TD3], streams: Any) -> TD3:
-    """A seed batch's TD3 (`seeds/batch.py` looks for this beside `build`)."""
+    """A seed batch's TD3 (`seed_batch/batch.py` looks for this beside `build`)."""
     return TD3.stack(members, streams)

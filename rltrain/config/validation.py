@@ -113,7 +113,7 @@ def default_num_envs(algo: AlgoConfig) -> int:
 
 
 def _check_seed_batch(cfg: TrainConfig) -> None:
-    """What `num_seeds > 1` runs today (rltrain/seeds/): every algorithm of
+    """What `num_seeds > 1` runs today (rltrain/seed_batch/): every algorithm of
     `catalog.ALGORITHMS` (stacked where its entry names a batched form, else seed by seed);
     the off-policy ones without gSDE."""
     if cfg.seeds_per_trial > 1:

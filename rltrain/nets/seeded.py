@@ -20,7 +20,7 @@ CPU's kernels. Training amplifies such differences once one crosses a threshold 
 PPO's clip, an action at its bound): a seed in a batch starts from its single run's weights and
 streams, stays close to it for its first updates (measured 2026-11-27 under four kernel
 settings: PPO CartPole 9 updates within 1e-5, SAC Pendulum 83 gradient steps, TD3 164), then
-follows its own trajectory of the same distribution (tests/seeds/test_equivalence.py,
+follows its own trajectory of the same distribution (tests/seed_batch/test_equivalence.py,
 benchmarks/seed_batch.py).
 """
 
@@ -49,7 +49,7 @@ _LAYERS = (nn.Linear, nn.LayerNorm, EnsembleLinear, EnsembleLayerNorm, *ACTIVATI
 
 class NotStackable(UserError):
     """The seeds' networks cannot run stacked: `what` says which part (the batch then runs each
-    seed's own member in turn, `seeds/members.py`)."""
+    seed's own member in turn, `seed_batch/members.py`)."""
 
     def __init__(self, what: str):
         super().__init__(f"num_seeds > 1 cannot stack {what} yet; use num_seeds=1")

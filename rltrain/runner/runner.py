@@ -155,7 +155,7 @@ class Runner:
 
     def run_to(self, step: int) -> None:
         """Train up to `step` and write `latest.pt` there, without the final evaluation: a seed
-        catching up with its batch (`seeds/resume.py`). A stop on the way saves where it is."""
+        catching up with its batch (`seed_batch/resume.py`). A stop on the way saves where it is."""
         def reached(state: LoopState) -> None:
             if state.global_step >= step and not state.stop:
                 state.stop, state.stop_reason = True, "caught up"

@@ -120,7 +120,7 @@ def _stop_between_seeds(signum: int, seed: int) -> NoReturn:
 def _write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     """`seeds.json`, through a temporary file (a stop never leaves half of it). Its `score` is
     what the trial returns, `score_of` says which statistic: here the seeds' `mean` (a
-    `num_seeds` batch's `seeds.json` scores the `iqm`, `seeds/runner.py`)."""
+    `num_seeds` batch's `seeds.json` scores the `iqm`, `seed_batch/runner.py`)."""
     path = RunDir(run_dir).seeds_summary
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(summary, indent=2) + "\n")

@@ -15,7 +15,7 @@ import yaml
 from rltrain.checkpoint.run_dir import HYDRA, RunDir
 from rltrain.config.compose import composed_dict, normalize_overrides, register_options
 from rltrain.config.overrides import first_of_sweeps
-from rltrain.seeds.folder import batch_overrides, batch_seeds, resumable_seeds
+from rltrain.seed_batch.folder import batch_overrides, batch_seeds, resumable_seeds
 from rltrain.target.argv import arg_value, hydra_quoted, is_override
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from rltrain.checkpoint import format as checkpoint
 from tests.e2e.harness import assert_refused, no_stray_signal, run_cli
-from tests.seeds.helpers import MOVED, assert_parameters_follow
+from tests.seed_batch.helpers import MOVED, assert_parameters_follow
 
 TOTAL = 256
 TINY = ["env=CartPole-v1", "env.num_envs=2", "algo.n_steps=16", "algo.batch_size=32",
@@ -141,7 +141,7 @@ def test_seeds_at_different_steps_resume_as_one_batch_and_none_is_dropped(tmp_pa
     for s in (0, 1, 2):
         assert step_of(ckpts[s] / "final.pt") == TOTAL
     # alone, then batched, against batched throughout: other summation orders, so the weights
-    # agree in norm relative to how far they moved since the paths parted (tests/seeds/helpers.py)
+    # agree in norm relative to how far they moved since the paths parted (tests/seed_batch/helpers.py)
     mine = checkpoint.load(ckpts[1] / "final.pt")["algo"]["policy"]
     theirs = checkpoint.load(whole / "seed_1" / "checkpoints" / "final.pt")["algo"]["policy"]
     assert_parameters_follow(mine, theirs, split, MOVED, "seed 1")
@@ -152,7 +152,7 @@ def test_a_stopped_batch_writes_strict_json_with_every_seed(tmp_path, monkeypatc
     batch = tmp_path / "batch"
     batch.mkdir()
     calls = {"n": 0}
-    import rltrain.seeds.batch as seed_batch
+    import rltrain.seed_batch.batch as seed_batch
 
     end = seed_batch.SeedBatch.end_iteration
 
@@ -181,7 +181,7 @@ def test_a_signal_while_a_batch_is_set_up_ends_it_at_once_without_a_trace(tmp_pa
     import os
     import signal
 
-    import rltrain.seeds.runner as seed_runner
+    import rltrain.seed_batch.runner as seed_runner
 
     built = {"n": 0}
     real = seed_runner.Runner

@@ -67,7 +67,7 @@ def hook(monkeypatch: pytest.MonkeyPatch, phase: str, stop: Stop, batch: bool) -
 
     import rltrain.evaluation.episodes as evaluation
     import rltrain.runner.runner as runner_module
-    import rltrain.seeds.runner as seed_runner
+    import rltrain.seed_batch.runner as seed_runner
 
     run_episodes, save, step = runner_module.run_episodes, checkpoint.save, GymVecEnv.step
     finish, summary = RolloutBuffer.finish, seed_runner.strict_json
@@ -120,7 +120,7 @@ def no_plots(request, monkeypatch):
     """The learning-curve PNGs and the batch report (a second each, matplotlib) are drawn only
     where the phase tried is theirs: the batch summary."""
     import rltrain.runner.runner as runner_module
-    import rltrain.seeds.runner as seed_runner
+    import rltrain.seed_batch.runner as seed_runner
 
     monkeypatch.setattr(runner_module, "write_run_curve", lambda run_dir: None)
     if "batch_summary" not in request.node.name:

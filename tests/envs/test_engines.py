@@ -251,14 +251,14 @@ def test_a_seed_batch_steps_one_engine_and_each_seed_gets_its_single_runs_result
     """`num_seeds=3` on EnvPool steps one engine of 3 x N rows (said in the start lines), and
     each seed ends where its single run on its own engine ends: the same transitions, so the
     same counters, and weights apart by no more than the two kernel orders allow (each tensor
-    within `MOVED` of how far it moved: tests/seeds/helpers.py says why)."""
+    within `MOVED` of how far it moved: tests/seed_batch/helpers.py says why)."""
     import dataclasses
 
     import rltrain
     from rltrain.checkpoint import format as checkpoint
     from rltrain.config.compose import compose_train_config
     from rltrain.runner.runner import Runner
-    from tests.seeds.helpers import MOVED, assert_parameters_follow
+    from tests.seed_batch.helpers import MOVED, assert_parameters_follow
 
     common = [f"algo={algo}", "env=CartPole-v1", "env.backend=envpool", "total_timesteps=384",
               "eval.freq=0", "eval.episodes=1", "checkpoint.freq=0", "progress=off", *extra]

@@ -122,7 +122,7 @@ def test_gsde_on_the_device_resumes_exactly(name, tmp_path):
 
 @pytest.mark.parametrize("name", ["ppo", "sac", "dqn"])
 def test_a_seed_batch_trains_on_the_device(name, tmp_path):
-    from rltrain.seeds.runner import SeedRunner
+    from rltrain.seed_batch.runner import SeedRunner
 
     cfg = to_train_config({**_plain(on(name)), "num_seeds": 3})
     batch = SeedRunner(cfg, tmp_path / "batch")
@@ -148,10 +148,10 @@ def test_a_seed_batch_trains_on_the_device(name, tmp_path):
 def test_a_seed_in_a_device_batch_matches_its_single_device_run(tmp_path, algo, env_id, budget,
                                                                 updates, rel, extra):
     """Each seed draws from a generator on the device holding what its single run's device
-    generator holds (tests/seeds/test_equivalence.py on the CPU): metric by metric, to the
+    generator holds (tests/seed_batch/test_equivalence.py on the CPU): metric by metric, to the
     rounding of batched sums (stacked) or exactly (seed by seed: ppo_lstm); with a decaying
     learning rate too (the batch's rates set on the device's optimizers)."""
-    from tests.seeds.helpers import assert_batch_matches_single_runs
+    from tests.seed_batch.helpers import assert_batch_matches_single_runs
 
     cfg = compose_train_config([
         f"algo={algo}", f"env={env_id}", "num_seeds=3", "seed=5", f"total_timesteps={budget}",
@@ -294,7 +294,7 @@ def test_seed_adam_on_the_device_is_each_seeds_own_adam(kl_stop, monkeypatch):
     active seed's slices with its own step count on the device; Linear weights laid out as
     `nets/seeded.py` lays them out). The foreach fallback is barred: it must not stand in unseen."""
     from rltrain.algos import optim
-    from tests.seeds.test_optim import _nets, _stacked, _step_once
+    from tests.seed_batch.test_optim import _nets, _stacked, _step_once
 
     def no_fallback(opt, active):
         raise AssertionError("the seed batch's Adam fell back to its foreach path")

@@ -14,7 +14,7 @@ from rltrain.buffers.replay import obs_storage_dtype
 from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.envs.masks import action_mask
 from rltrain.runner.on_policy import log_budget, rollout_steps
-from rltrain.seeds.batch import SeedBatch
+from rltrain.seed_batch.batch import SeedBatch
 from rltrain.types import RolloutBatch, action_dtype, action_shape
 
 

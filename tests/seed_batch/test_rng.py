@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rltrain.seeds.rng import SeedStreams
+from rltrain.seed_batch.rng import SeedStreams
 
 
 def test_draws_are_each_seeds_own_stream():

@@ -25,8 +25,8 @@ from rltrain.errors import TrainingError, UserError
 from rltrain.runner.interrupt import GracefulStop
 from rltrain.runner.resume import Restored, say_resumed
 from rltrain.runner.runner import Runner
-from rltrain.seeds.batch import seed_lines
-from rltrain.seeds.folder import batch_seeds
+from rltrain.seed_batch.batch import seed_lines
+from rltrain.seed_batch.folder import batch_seeds
 
 log = logging.getLogger("rltrain")
 

@@ -2,7 +2,7 @@
 `act`, `random_actions` and `update`, with a leading seed dimension. Seed k of the stack draws
 exactly what its single run draws, in the same order (replay-free here: each seed's warm-up
 actions, exploration noise, next-action and actor-step noise, TD3's smoothing noise), and
-computes what its single run computes up to the order of the sums (`tests/seeds/helpers.py`).
+computes what its single run computes up to the order of the sums (`tests/seed_batch/helpers.py`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import torch
 from rltrain.config.catalog import ALGORITHMS
 from rltrain.config.compose import compose_train_config
 from rltrain.nets.seeded import NotStackable
-from rltrain.seeds.rng import SeedStreams
-from rltrain.seeds.view import seed_state
+from rltrain.seed_batch.rng import SeedStreams
+from rltrain.seed_batch.view import seed_state
 from rltrain.types import EnvSpec, TransitionBatch
 
 SPEC = EnvSpec(obs_shape=(3,), action_kind="box", action_dim=2, num_envs=4)

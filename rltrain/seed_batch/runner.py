@@ -36,11 +36,11 @@ from rltrain.runner.ownership import check_target, run_lock
 from rltrain.runner.resume import say_resumed
 from rltrain.runner.runner import Runner
 from rltrain.runner.setup import resolve_device, set_once
-from rltrain.seeds.batch import SeedBatch, seed_lines
-from rltrain.seeds.off_policy import run_off_policy_batch
-from rltrain.seeds.on_policy import run_seed_batch
-from rltrain.seeds.resume import catch_up, read_batch
-from rltrain.seeds.rng import SeedStreams
+from rltrain.seed_batch.batch import SeedBatch, seed_lines
+from rltrain.seed_batch.off_policy import run_off_policy_batch
+from rltrain.seed_batch.on_policy import run_seed_batch
+from rltrain.seed_batch.resume import catch_up, read_batch
+from rltrain.seed_batch.rng import SeedStreams
 
 log = logging.getLogger("rltrain")
 
@@ -126,7 +126,7 @@ class SeedRunner:
                 config_of: Callable[[dict[str, Any]], TrainConfig], *,
                 stop_line: bool = True) -> SeedRunner:
         """The batch in `folder` continued into `run_dir`, every seed from where it is
-        (`seeds/resume.py`; `config_of(saved config dict)`: the config a seed's resume trains
+        (`seed_batch/resume.py`; `config_of(saved config dict)`: the config a seed's resume trains
         with, its overrides checked; `stop_line` as `SeedRunner`'s)."""
         state = read_batch(folder, config_of)
         log.info("resuming the batch in %s: seeds %s", folder, ", ".join(map(str, state.members)))
@@ -228,7 +228,7 @@ class SeedRunner:
     def _record_seeds(self) -> None:
         """A batch started from Python (no `.hydra/` record of its own, which the command line
         copies into each seed's folder) records the batch's config in its folder, so that
-        `resume=<batch>` finds its seeds (`seeds/folder.py`), and each seed's config in the
+        `resume=<batch>` finds its seeds (`seed_batch/folder.py`), and each seed's config in the
         seed's, so that `rltrain report` groups the seeds as one experiment."""
         root = RunDir(self.run_dir)
         if root.is_hydra_run():

@@ -24,8 +24,8 @@ from rltrain.config.compose import compose_train_config
 from rltrain.config.registry import get_algo_spec
 from rltrain.envs.make import make_env
 from rltrain.runner.runner import Runner
-from rltrain.seeds.rng import SeedStreams
-from rltrain.seeds.runner import SeedRunner
+from rltrain.seed_batch.rng import SeedStreams
+from rltrain.seed_batch.runner import SeedRunner
 
 SCHEDULES = ("learning_rate", "n_updates", "epsilon")
 """Metric names ending so are computed from step counters, not tensors: equal in any order."""

@@ -1,6 +1,6 @@
 """Seed k trained inside a batch follows the run `seed=k` alone, update by update.
 
-Not bit for bit (`rltrain/seeds/stacked.py`): the batch sums the same terms in other orders, so
+Not bit for bit (`rltrain/seed_batch/stacked.py`): the batch sums the same terms in other orders, so
 its first update already differs in the last bits (measured 2026-11-27 on seeds 5-7 under the
 four kernel settings of `make test-float`, 12 runs each: metrics bit-identical for 0 updates in
 PPO and DQN, 0-2 in A2C, 0-1 gradient steps in SAC, 0-8 in DDPG, 0-33 in TD3). The differences
@@ -10,7 +10,7 @@ the CPU. Within 1e-5, the fewest updates seen: PPO CartPole 9 (of 15), PPO Pendu
 the annealed rate: samples crossing the clip in the first update, 1.2e-4 apart), DQN CartPole 4
 updates of 128 gradient steps, A2C CartPole 60 (of 60), SAC Pendulum 83 gradient steps, TD3 164,
 DDPG 105; within 1e-3: SAC 168, TD3 184, DDPG 149 (of 300). So each case stops well before the
-first of these, and compares at `rel` 1e-3 (tests/seeds/helpers.py says why these bounds): over
+first of these, and compares at `rel` 1e-3 (tests/seed_batch/helpers.py says why these bounds): over
 those horizons the largest gap measured was 3e-7 of a metric's scale and 2.2e-5 of how far a
 tensor moved (single weights up to 1.2e-5 apart: no elementwise 1e-6 bound holds), while a
 seed's stream shifted by one draw, or a learning rate 1% off, fails within its first 3 updates
@@ -25,7 +25,7 @@ import logging
 import pytest
 
 from rltrain.config.compose import compose_train_config
-from tests.seeds.helpers import assert_batch_matches_single_runs
+from tests.seed_batch.helpers import assert_batch_matches_single_runs
 
 pytestmark = pytest.mark.orders
 

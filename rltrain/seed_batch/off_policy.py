@@ -11,7 +11,7 @@ import torch
 from rltrain.algos.base import mean_metrics
 from rltrain.envs.masks import action_mask
 from rltrain.runner.off_policy import next_state_mask
-from rltrain.seeds.batch import SeedBatch
+from rltrain.seed_batch.batch import SeedBatch
 from rltrain.types import TransitionBatch
 
 

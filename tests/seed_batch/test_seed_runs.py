@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rltrain.config.compose import compose_train_config
-from rltrain.seeds.runner import SeedRunner
+from rltrain.seed_batch.runner import SeedRunner
 from tests.e2e.harness import EXIT_USAGE, assert_refused, run_cli
 from tests.envs.small_runs import small_run
 

@@ -10,7 +10,7 @@ from rltrain.errors import UserError
 from rltrain.nets import seeded
 from rltrain.nets.heads import GaussianHead
 from rltrain.nets.seeded import check_stackable, stack_modules
-from tests.seeds.helpers import ppo_members
+from tests.seed_batch.helpers import ppo_members
 
 
 @pytest.mark.orders

@@ -1,8 +1,8 @@
-"""`seeds/` holds what is about seeds only: no loss, target or optimizer arithmetic of its own.
+"""`seed_batch/` holds what is about seeds only: no loss, target or optimizer arithmetic of its own.
 
 Each algorithm's math is written once in `rltrain/algos/` (over the last dimension, so a seed
-batch's stacked tensors run the same lines: `tests/seeds/test_equivalence.py`). This scans the
-source of `rltrain/seeds/` for the operations that such math is made of; a second copy of a
+batch's stacked tensors run the same lines: `tests/seed_batch/test_equivalence.py`). This scans the
+source of `rltrain/seed_batch/` for the operations that such math is made of; a second copy of a
 loss, a TD target, a clipping rule or an optimizer step written there fails here, naming the
 line and where the one implementation lives.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-SEEDS = Path(__file__).resolve().parents[2] / "rltrain" / "seeds"
+SEEDS = Path(__file__).resolve().parents[2] / "rltrain" / "seed_batch"
 
 # call or attribute name -> where that piece of math lives
 MATH = {
@@ -26,7 +26,7 @@ MATH = {
     "_foreach_sqrt": "algos/optim.py", "addcdiv_": "algos/optim.py", "lerp_": "algos/base.py",
     "clip_scale": "algos/optim.py (clip_grad_norm and clip_grad_norm_per_seed call it)",
 }
-ALLOWED: set[tuple[str, str]] = set()  # (file, name) pairs a seeds/ file may call
+ALLOWED: set[tuple[str, str]] = set()  # (file, name) pairs a seed_batch/ file may call
 
 
 def math_uses(path: Path) -> list[tuple[int, str]]:
@@ -44,7 +44,7 @@ def math_uses(path: Path) -> list[tuple[int, str]]:
 @pytest.mark.parametrize("path", sorted(SEEDS.glob("*.py")), ids=lambda p: p.name)
 def test_seeds_write_no_math_of_their_own(path):
     found = math_uses(path)
-    assert not found, "\n".join(f"rltrain/seeds/{path.name}:{line}: {name}() is math: it "
+    assert not found, "\n".join(f"rltrain/seed_batch/{path.name}:{line}: {name}() is math: it "
                                 f"belongs in {MATH[name]}" for line, name in found)
 
 

@@ -20,7 +20,7 @@ import torch
 from rltrain.errors import UserError
 from rltrain.runner.off_policy import random_actions
 from rltrain.runner.on_policy import act_inputs
-from rltrain.seeds.rng import SeedStreams
+from rltrain.seed_batch.rng import SeedStreams
 from rltrain.types import EnvSpec, Metrics, RolloutBatch, TransitionBatch
 
 

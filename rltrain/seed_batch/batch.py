@@ -16,9 +16,9 @@ from rltrain.errors import EnvError, TrainingError
 from rltrain.nets.seeded import NotStackable
 from rltrain.runner.context import LoopContext
 from rltrain.runner.runner import Runner
-from rltrain.seeds.members import OffPolicyMembers, OnPolicyMembers
-from rltrain.seeds.rng import SeedStreams
-from rltrain.seeds.view import SeedView
+from rltrain.seed_batch.members import OffPolicyMembers, OnPolicyMembers
+from rltrain.seed_batch.rng import SeedStreams
+from rltrain.seed_batch.view import SeedView
 from rltrain.types import StepResult
 
 log = logging.getLogger("rltrain")
@@ -50,7 +50,7 @@ def seed_lines(seed: int) -> Iterator[None]:
 def batched(runners: list[Runner], streams: SeedStreams, quiet: bool = False) -> Any:
     """The algorithm for the batch, over the runners' own algorithm objects: its module's
     `stack` (`catalog.AlgoEntry.stack`), or, for an algorithm without one or networks that
-    cannot be stacked, each seed's own member in turn (`seeds/members.py`, said on the console
+    cannot be stacked, each seed's own member in turn (`seed_batch/members.py`, said on the console
     unless `quiet`): every algorithm runs as a batch."""
     name, members = runners[0].cfg.algo.name, [r.algo for r in runners]
     entry = ALGORITHMS[name]
@@ -73,7 +73,7 @@ def batched(runners: list[Runner], streams: SeedStreams, quiet: bool = False) ->
 
 
 def attach(algo: Any, runners: list[Runner]) -> None:
-    """Each runner's algorithm becomes its seed's view of a stacked `algo` (`seeds/view.py`):
+    """Each runner's algorithm becomes its seed's view of a stacked `algo` (`seed_batch/view.py`):
     what its evaluation and checkpoints read is the batch's, with nothing to copy back. Members
     trained in turn keep their own."""
     if isinstance(algo, OnPolicyMembers | OffPolicyMembers):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from rltrain.config.compose import compose_train_config
-from tests.seeds.helpers import assert_batch_matches_single_runs
+from tests.seed_batch.helpers import assert_batch_matches_single_runs
 
 pytestmark = pytest.mark.orders
 

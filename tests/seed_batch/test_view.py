@@ -1,4 +1,4 @@
-"""A seed of a stacked batch, as its Runner reads it (`seeds/view.py`): the batch's own tensors,
+"""A seed of a stacked batch, as its Runner reads it (`seed_batch/view.py`): the batch's own tensors,
 with no copy to keep up to date, and a state in its single run's layout."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import torch
 from rltrain.algos.dqn import DQN
 from rltrain.config.compose import compose_train_config
 from rltrain.envs.make import make_env
-from rltrain.seeds.rng import SeedStreams
-from rltrain.seeds.view import SeedView, seed_state
+from rltrain.seed_batch.rng import SeedStreams
+from rltrain.seed_batch.view import SeedView, seed_state
 from rltrain.types import TransitionBatch
 
 
