@@ -89,12 +89,23 @@ def _is_leaf_layer(layer: nn.Module) -> bool:
     return not any(True for _ in layer.children())
 
 
-class SeedFlatten(nn.Module):
+def flatten_seeds(obs: torch.Tensor) -> torch.Tensor:
     """The encoder of vector observations in a stacked network: `[S, B, *obs_shape]` ->
-    `[S, B, F]` (a single network's `encode` flattens from dimension 1 without a module)."""
+    `[S, B, F]` (a single network's `encode` flattens from dimension 1 without a module; a
+    plain function here too, called by `encode` as an encoder is)."""
+    return obs.flatten(2) if obs.dtype != torch.uint8 else obs.flatten(2).float()
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return obs.flatten(2) if obs.dtype != torch.uint8 else obs.flatten(2).float()
+
+class SeedSequential(nn.Sequential):
+    """A stacked network's `nn.Sequential`: its layers' `forward` called directly, without
+    `nn.Module.__call__`'s machinery per layer (hooks are not used on a stacked network); an
+    8-seed PPO actor-critic's acting forward took 130 µs through the layers' calls, ~100 µs
+    as the hand-written stacked forward it replaced."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self:
+            x = layer.forward(x)
+        return x
 
 
 class SeedLinear(nn.Module):
@@ -162,7 +173,10 @@ def stack_modules(members: list[nn.Module], requires_grad: bool = True) -> nn.Mo
             _replace(stacked, name, seed_form)
     for name, value in list(vars(stacked).items()):
         if name.endswith("encoder") and value is None:  # vector observations: [S, B, ...]
-            setattr(stacked, name, SeedFlatten())
+            object.__setattr__(stacked, name, flatten_seeds)
+    for module in stacked.modules():
+        if type(module) is nn.Sequential:
+            module.__class__ = SeedSequential
     _stack_free_tensors(stacked, members)
     stacked.requires_grad_(requires_grad)
     return stacked
