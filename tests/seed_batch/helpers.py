@@ -38,7 +38,13 @@ seed's weights, or none copied back, differs by as much as it moved or more."""
 
 def ppo_members(env_id: str, seeds: int, *overrides: str):
     """(members, streams, spec): `seeds` PPO objects built under seeds 0..S-1, and their streams."""
-    cfg = compose_train_config(["algo=ppo", f"env={env_id}", "algo.hidden_sizes=[16, 16]",
+    return members_of("ppo", env_id, seeds, *overrides)
+
+
+def members_of(algo: str, env_id: str, seeds: int, *overrides: str):
+    """(members, streams, spec): `seeds` objects of `algo` (hidden layers [16, 16]) built under
+    seeds 0..S-1, and the streams each seed's run is at right after its build."""
+    cfg = compose_train_config([f"algo={algo}", f"env={env_id}", "algo.hidden_sizes=[16, 16]",
                                 *overrides])
     env = make_env(cfg.env, torch.device("cpu"))
     spec = env.spec
@@ -46,7 +52,7 @@ def ppo_members(env_id: str, seeds: int, *overrides: str):
     streams, members = SeedStreams(), []
     for seed in range(seeds):
         torch.manual_seed(seed)
-        members.append(get_algo_spec("ppo").build(cfg.algo, spec, "cpu"))
+        members.append(get_algo_spec(algo).build(cfg.algo, spec, "cpu"))
         streams.capture()
     return members, streams, spec
 

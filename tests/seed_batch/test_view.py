@@ -7,23 +7,13 @@ import pytest
 import torch
 
 from rltrain.algos.dqn import DQN
-from rltrain.config.compose import compose_train_config
-from rltrain.envs.make import make_env
-from rltrain.seed_batch.rng import SeedStreams
 from rltrain.seed_batch.view import SeedView, seed_state
 from rltrain.types import TransitionBatch
+from tests.seed_batch.helpers import members_of
 
 
 def _dqn_members(seeds: int):
-    cfg = compose_train_config(["algo=dqn", "env=CartPole-v1", "algo.hidden_sizes=[16, 16]"])
-    env = make_env(cfg.env, torch.device("cpu"))
-    spec = env.spec
-    env.close()
-    streams, members = SeedStreams(), []
-    for seed in range(seeds):
-        torch.manual_seed(seed)
-        members.append(DQN(cfg.algo, spec, "cpu"))
-        streams.capture()
+    members, streams, _ = members_of("dqn", "CartPole-v1", seeds)
     return members, streams
 
 
