@@ -414,6 +414,11 @@ def clip_grad_norm_per_seed(params: list[torch.Tensor], max_norm: float | None) 
     return total
 
 
+def _layout(t: torch.Tensor) -> tuple[int, ...]:
+    """`t`'s strides, but those of its size-1 dimensions (which address nothing)."""
+    return tuple(stride for stride, size in zip(t.stride(), t.shape, strict=True) if size != 1)
+
+
 def _contiguous_view(t: torch.Tensor) -> torch.Tensor | None:
     """`t`, or its last two dimensions swapped where that view is contiguous; None otherwise."""
     if t.is_contiguous():
@@ -456,8 +461,10 @@ def _seed_fused(opt: FusedAdam, seeds: list[int] | None) -> bool:
     # the kernel copies a strided tensor to a contiguous one (and back): hand it the contiguous
     # view of each transposed Linear weight (`seeded.stack_seeds`) instead. Adam is elementwise,
     # so that is the same step where a parameter, its gradient and its moments share one layout
-    # (autograd gives a leaf its own strides; a gradient set by hand may differ: then foreach)
-    if any(len({t.stride() for t in group}) > 1 for group in zip(*live, strict=True)):
+    # (autograd gives a leaf its own strides; a gradient set by hand may differ: then foreach).
+    # Strides of size-1 dimensions say nothing of the layout: a 1-output head's gradient has
+    # others there, and must still take the kernel its single run takes
+    if any(len({_layout(t) for t in group}) > 1 for group in zip(*live, strict=True)):
         return False
     views = [[_contiguous_view(t) for t in tensors] for tensors in live]
     if any(v is None for tensors in views for v in tensors):

@@ -98,13 +98,16 @@ def test_seed_batch_decays_its_learning_rates_as_each_single_run(tmp_path, algo,
     ("ppo", "Pendulum-v1", 128 * 32, 1, (FULL_RATE,)),
     ("dqn", "CartPole-v1", 1700, 3, ()),
     ("a2c", "CartPole-v1", 20 * 8 * 5, 20, ()),
+    ("sac", "Pendulum-v1", 1000 + 59, 60, ()),
+    ("td3", "Pendulum-v1", 1000 + 59, 60, ()),
+    ("ddpg", "Pendulum-v1", 1000 + 59, 60, ()),
 ])
 def test_a_stacked_batch_of_one_is_its_single_run_bit_for_bit(tmp_path, algo, env_id, budget,
                                                                updates, extra):
     """`<Algo>.stack([member])`: with S = 1 the seed layers call a single run's kernels
-    (`F.linear`, `F.layer_norm`, the foreach norm), so a batch of one computes its single run's
-    every metric and weight exactly: the step towards a single run that is a batch of one.
-    (SAC, TD3 and DDPG still part in the last bit within a few updates: not covered here.)"""
+    (`F.linear`, `F.layer_norm`, the foreach norm) and its Adam the fused kernel (a 1-output
+    head's gradient included), so a batch of one computes its single run's every metric and
+    weight exactly: the step towards a single run that is a batch of one."""
     cfg = compose_train_config([
         f"algo={algo}", f"env={env_id}", "num_seeds=2", "seed=5", f"total_timesteps={budget}",
         "eval.freq=0", "eval.episodes=1", "logger=none", "progress=off", *extra])
