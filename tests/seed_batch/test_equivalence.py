@@ -34,8 +34,7 @@ pytestmark = pytest.mark.orders
 # annealed rate would be 0 for its one update: it trains at the preset's rate instead.
 FULL_RATE = "algo.anneal_lr=false"
 
-
-@pytest.mark.parametrize("algo,env_id,budget,updates,extra", [
+STACKED = [
     ("ppo", "CartPole-v1", 5 * 32 * 8, 5, ()),
     ("ppo", "Pendulum-v1", 128 * 32, 1, (FULL_RATE,)),
     ("dqn", "CartPole-v1", 1700, 3, ()),
@@ -43,7 +42,11 @@ FULL_RATE = "algo.anneal_lr=false"
     ("sac", "Pendulum-v1", 1000 + 59, 60, ()),
     ("td3", "Pendulum-v1", 1000 + 59, 60, ()),
     ("ddpg", "Pendulum-v1", 1000 + 59, 60, ()),
-])
+]
+"""(algo, env, budget, updates, overrides): each algorithm's stacked cases, their horizons."""
+
+
+@pytest.mark.parametrize("algo,env_id,budget,updates,extra", STACKED)
 def test_seed_in_a_batch_matches_its_single_run(tmp_path, algo, env_id, budget, updates, extra):
     """Tuned presets, every logged metric, update by update. PPO CartPole: 8 envs x 32 steps,
     20 epochs of one minibatch; Pendulum: 32 envs x 128 steps, reward normalization, 20 epochs
@@ -93,15 +96,7 @@ def test_seed_batch_decays_its_learning_rates_as_each_single_run(tmp_path, algo,
     assert_batch_matches_single_runs(cfg, tmp_path, updates)
 
 
-@pytest.mark.parametrize("algo,env_id,budget,updates,extra", [
-    ("ppo", "CartPole-v1", 5 * 32 * 8, 5, ()),
-    ("ppo", "Pendulum-v1", 128 * 32, 1, (FULL_RATE,)),
-    ("dqn", "CartPole-v1", 1700, 3, ()),
-    ("a2c", "CartPole-v1", 20 * 8 * 5, 20, ()),
-    ("sac", "Pendulum-v1", 1000 + 59, 60, ()),
-    ("td3", "Pendulum-v1", 1000 + 59, 60, ()),
-    ("ddpg", "Pendulum-v1", 1000 + 59, 60, ()),
-])
+@pytest.mark.parametrize("algo,env_id,budget,updates,extra", STACKED)
 def test_a_stacked_batch_of_one_is_its_single_run_bit_for_bit(tmp_path, algo, env_id, budget,
                                                                updates, extra):
     """`<Algo>.stack([member])`: with S = 1 the seed layers call a single run's kernels
