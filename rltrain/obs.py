@@ -48,6 +48,14 @@ def take(obs: Obs, index: Any) -> Obs:
     return {k: v[index] for k, v in obs.items()} if isinstance(obs, dict) else obs[index]
 
 
+def stack(parts: list[Obs]) -> Obs:
+    """The batches `parts` stacked on a new first dimension, entry by entry; a single part is
+    viewed `[1, ...]` (no copy)."""
+    if isinstance(parts[0], dict):
+        return {k: stack([p[k] for p in parts]) for k in parts[0]}
+    return parts[0].unsqueeze(0) if len(parts) == 1 else torch.stack(parts)
+
+
 def put(store: Obs, index: Any, value: Obs) -> None:
     """`store[index] = value`, entry by entry."""
     if isinstance(store, dict):

@@ -24,7 +24,7 @@ class AlgoEntry:
     import paths, loaded on first use (the config class is torch-free; the module, with torch,
     is imported only when a run builds it) and its action spaces. Its module's `stack(members,
     streams)`, where there is one, is its form for a batch of seeds (the fast `num_seeds > 1`);
-    without one a seed batch runs each seed's own algorithm in turn (`seed_batch/members.py`)."""
+    without one a seed batch runs each seed's own algorithm in turn (`runner/members.py`)."""
 
     config_path: str
     """`module:Class` of its config dataclass (`algos/configs/`)."""

@@ -49,7 +49,7 @@ _LAYERS = (nn.Linear, nn.LayerNorm, EnsembleLinear, EnsembleLayerNorm, *ACTIVATI
 
 class NotStackable(UserError):
     """The seeds' networks cannot run stacked: `what` says which part (the batch then runs each
-    seed's own member in turn, `seed_batch/members.py`)."""
+    seed's own member in turn, `runner/members.py`)."""
 
     def __init__(self, what: str):
         super().__init__(f"num_seeds > 1 cannot stack {what} yet; use num_seeds=1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -16,6 +16,7 @@ from rltrain.parallel.world import SOLO, Solo
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.episode_stats import EpisodeTracker
 from rltrain.runner.timing import SectionTimer
+from rltrain.types import StepResult
 
 
 def _no_hook(*args: Any) -> None:
@@ -55,3 +56,28 @@ class LoopContext:
     episode_starts: torch.Tensor | None = None
     """Bool `[N]`: the rows whose `obs` begins an episode (None: all of them). The on-policy
     loop keeps it for recurrent policies; checkpoints store it."""
+
+
+class LoopBatch(Protocol):
+    """The runs a loop trains together: a seed batch (`seed_batch/batch.py` `SeedBatch`), or a
+    single run as a batch of one (`runner/one_run.py` `OneRun`). The loops call nothing else."""
+
+    algo: Any
+    """The algorithm of every run: inputs and outputs with the runs first, `[S, N, ...]` (a
+    stacked algorithm, or each run's own in turn: `runner/members.py`)."""
+    ctxs: list[LoopContext]
+    """Each run's context, in seed order (the runs still training)."""
+    generators: list[torch.Generator | None]
+    """The generator each run's replay samples with (None: the process-wide one)."""
+
+    def fire(self, event: str) -> None:
+        """Every run's callbacks of `event`."""
+
+    def finished(self) -> bool:
+        """The budget is spent (every run is at the same step), or a stop was asked for."""
+
+    def step_envs(self, actions: Any) -> list[StepResult]:
+        """One step of every run's env (`actions[k]`: run k's)."""
+
+    def end_iteration(self) -> list[int]:
+        """Each run logs, evaluates and checkpoints; returns the indices of the runs that go on."""

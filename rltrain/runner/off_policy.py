@@ -1,4 +1,11 @@
-"""The off-policy loop (DQN, DDPG, TD3, SAC): act, store in replay, take gradient steps."""
+"""The off-policy loop (DQN, DDPG, TD3, SAC): act, store in replay, take gradient steps.
+Read top to bottom.
+
+It trains a batch of runs together (`context.LoopBatch`): a seed batch, or a single run as a
+batch of one (`runner/one_run.py`), with one network call for all runs at each env step and one
+gradient step for all. Each run keeps its own env, replay (sampled with its own stream),
+episode records and loop state.
+"""
 
 from __future__ import annotations
 
@@ -8,32 +15,16 @@ from typing import Any
 
 import torch
 
+from rltrain import obs as obs_ops
 from rltrain.algos.base import mean_metrics
 from rltrain.algos.configs.base import OffPolicyConfig
 from rltrain.buffers.choice import replay_class, resolved
 from rltrain.buffers.replay import obs_storage_dtype
 from rltrain.envs.masks import action_mask
-from rltrain.runner.context import LoopContext
-from rltrain.types import EnvSpec
+from rltrain.runner.context import LoopBatch
+from rltrain.types import EnvSpec, TransitionBatch
 
 log = logging.getLogger("rltrain")
-
-
-def random_actions(spec: EnvSpec, device: torch.device,
-                   mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Uniform random actions for every env: indices for Discrete (among the valid ones when
-    `mask` [N, n] is given), [-1, 1] for Box."""
-    if mask is not None:
-        return torch.multinomial(mask.float(), 1).squeeze(-1)
-    if spec.action_kind == "discrete":
-        return torch.randint(0, spec.action_dim, (spec.num_envs,), device=device)
-    return torch.rand((spec.num_envs, spec.action_dim), device=device) * 2.0 - 1.0
-
-
-def next_state_mask(current: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
-    """The valid actions at each transition's next observation: the env's `current` mask
-    (after the step), all True for rows that just ended (theirs is already the next episode's)."""
-    return current | done.unsqueeze(-1)
 
 
 def make_replay(spec: EnvSpec, cfg: OffPolicyConfig, device: torch.device,
@@ -50,50 +41,73 @@ def make_replay(spec: EnvSpec, cfg: OffPolicyConfig, device: torch.device,
     return replay
 
 
-def run_off_policy(ctx: LoopContext) -> None:
-    """Train until the step budget is spent or `state.stop` is set (`ctx.replay` must be set)."""
-    cfg, env, algo, state, replay = ctx.cfg, ctx.env, ctx.algo, ctx.state, ctx.replay
-    assert replay is not None, "the off-policy loop needs ctx.replay"
-    n = env.spec.num_envs
-    after: torch.Tensor | None = None  # the env's mask after the last step (masked envs)
-    while state.global_step < state.total_timesteps and not state.stop:
-        ctx.fire("pre_iteration")
-        # ---- one vector-env step: random before learning_starts, then the policy -------------
-        ctx.fire("pre_rollout")
+def run_off_policy(runs: LoopBatch) -> None:
+    """Train every run until the step budget is spent, a stop is asked for, or none is left
+    (each run's `ctx.replay` must be set)."""
+    lead = runs.ctxs[0]
+    assert all(c.replay is not None for c in runs.ctxs), "the off-policy loop needs ctx.replay"
+    cfg, n = lead.cfg, lead.env.spec.num_envs
+    per_step = n * lead.collective.world.size  # env steps of one vector step, all ranks
+    masked = action_mask(lead.env) is not None  # (masks come with Discrete actions: DQN)
+    afters: list[torch.Tensor] | None = None  # each run's mask after its last step (masked)
+    while runs.ctxs and not runs.finished():
+        state = runs.ctxs[0].state  # every run is at the same step
+        runs.fire("pre_iteration")
+        # ---- one vector-env step of every run: random before learning_starts, then the policy
+        runs.fire("pre_rollout")
         t0 = time.perf_counter()
-        # None unless the env says which actions are valid; read once per step: the mask after
-        # a step is both the transition's next-state mask and the next step's acting mask
-        mask = action_mask(env) if after is None else after
+        # the mask after a step is both the transition's next-state mask and the next acting one
+        masks = () if not masked else (obs_ops.stack(  # only DQN's calls take it
+            afters if afters is not None else [action_mask(c.env) for c in runs.ctxs]),)
         if state.global_step < cfg.learning_starts:
-            action = random_actions(env.spec, ctx.device, mask)
-        elif mask is None:
-            action = algo.act(ctx.obs, state.global_step)
+            action = runs.algo.random_actions(n, *masks)
         else:
-            action = algo.act(ctx.obs, state.global_step, action_mask=mask)
+            action = runs.algo.act(obs_ops.stack([c.obs for c in runs.ctxs]), state.global_step,
+                                   *masks)
         te = time.perf_counter()
-        res = env.step(action)
+        results = runs.step_envs(action)
         env_seconds = time.perf_counter() - te
-        if mask is None:
-            replay.add(ctx.obs, action, res.reward, res.final_obs, res.terminated)
-        else:
-            after = action_mask(env)
-            replay.add(ctx.obs, action, res.reward, res.final_obs, res.terminated,
-                       next_mask=next_state_mask(after, res.terminated | res.truncated))
-        ctx.episodes.record(res)
-        ctx.obs = res.obs
-        state.global_step += n
-        ctx.fire("post_rollout")
-        # ---- gradient steps every train_freq vector steps -------------------------------------
+        if masked:
+            afters = [action_mask(c.env) for c in runs.ctxs]
+        for k, (ctx, res) in enumerate(zip(runs.ctxs, results, strict=True)):
+            masked_next = ({} if afters is None else  # (only a masked env's replay takes one)
+                           {"next_mask": next_state_mask(afters[k], res.terminated | res.truncated)})
+            ctx.replay.add(ctx.obs, action[k], res.reward, res.final_obs, res.terminated,
+                           **masked_next)
+            ctx.episodes.record(res)
+            ctx.obs = res.obs
+            ctx.state.global_step += per_step
+        runs.fire("post_rollout")
+        # ---- gradient steps every train_freq vector steps, each run on its own replay ----------
         t1 = time.perf_counter()
         if state.global_step >= cfg.learning_starts and state.iteration % cfg.train_freq == 0:
-            ctx.fire("pre_update")
-            rows = [algo.update(replay.sample(cfg.batch_size), state.global_step)
+            runs.fire("pre_update")
+            rows = [runs.algo.update(sample(runs, cfg.batch_size), state.global_step)
                     for _ in range(cfg.gradient_steps)]
-            state.metrics = mean_metrics(rows)
-            ctx.fire("post_update")
-        state.iteration += 1
-        ctx.timer.add("env", env_seconds)
-        ctx.timer.add("act", t1 - t0 - env_seconds)  # the policy and the replay storage
-        ctx.timer.add("update", time.perf_counter() - t1)
-        state.metrics["buffer/size"] = float(replay.size)
-        ctx.end_iteration()
+            for k, ctx in enumerate(runs.ctxs):
+                ctx.state.metrics = mean_metrics([row[k] for row in rows])
+            runs.fire("post_update")
+        t2 = time.perf_counter()
+        for ctx in runs.ctxs:
+            ctx.state.iteration += 1
+            ctx.timer.add("env", env_seconds)  # a batch's times: every run shares them
+            ctx.timer.add("act", t1 - t0 - env_seconds)  # the policy and the replay storage
+            ctx.timer.add("update", t2 - t1)
+            ctx.state.metrics["buffer/size"] = float(ctx.replay.size)
+        kept = runs.end_iteration()
+        if afters is not None:
+            afters = [afters[k] for k in kept]
+
+
+def next_state_mask(current: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+    """The valid actions at each transition's next observation: the env's `current` mask
+    (after the step), all True for rows that just ended (theirs is already the next episode's)."""
+    return current | done.unsqueeze(-1)
+
+
+def sample(runs: LoopBatch, batch_size: int) -> TransitionBatch:
+    """One minibatch per run from its own replay and stream, stacked `[S, B, ...]`."""
+    parts = [c.replay.sample(batch_size, generator=g)
+             for c, g in zip(runs.ctxs, runs.generators, strict=True)]
+    return TransitionBatch(*(obs_ops.stack(list(p)) if p[0] is not None else None
+                             for p in zip(*parts, strict=True)))

@@ -1,10 +1,17 @@
-"""The on-policy loop (PPO, A2C): collect a rollout, compute GAE, update. Read top to bottom."""
+"""The on-policy loop (PPO, A2C): collect a rollout, compute GAE, update. Read top to bottom.
+
+It trains a batch of runs together (`context.LoopBatch`): a seed batch, or a single run as a
+batch of one (`runner/one_run.py`). Every tensor the algorithm sees has the seeds first
+`[S, N, ...]`; each run keeps its own env, episode records and loop state, and its env columns
+of the one rollout storage (column k*N + i is run k's env i; GAE never mixes columns).
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 from functools import partial
+from typing import Any
 
 import torch
 
@@ -14,83 +21,133 @@ from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.envs.masks import action_mask
 from rltrain.envs.normalize import merge_statistics
 from rltrain.runner.callbacks import LoopState
-from rltrain.runner.context import LoopContext
-from rltrain.types import action_dtype, action_shape
+from rltrain.runner.context import LoopBatch
+from rltrain.runner.members import OnPolicyMembers
+from rltrain.types import RolloutBatch, StepResult, action_dtype, action_shape
 
 log = logging.getLogger("rltrain")
 
 
-def run_on_policy(ctx: LoopContext) -> None:
-    """Train until the step budget is spent or `state.stop` is set."""
-    cfg, env, algo, state = ctx.cfg, ctx.env, ctx.algo, ctx.state
-    spec, n_steps = env.spec, cfg.n_steps
-    stored = obs_ops.layout(ctx.obs, obs_storage_dtype)  # (shape, dtype), or per Dict entry
+def run_on_policy(runs: LoopBatch) -> None:
+    """Train every run until the step budget is spent, a stop is asked for, or none is left."""
+    lead = runs.ctxs[0]
+    cfg, spec, n_steps = lead.cfg, lead.env.spec, lead.cfg.n_steps
+    stored = obs_ops.layout(lead.obs, obs_storage_dtype)  # (shape, dtype), or per Dict entry
     shape, dtype = (stored, torch.float32) if isinstance(stored, dict) else stored
-    make_buffer = partial(RolloutBuffer, num_envs=spec.num_envs, obs_shape=shape,
-                          action_shape=action_shape(spec), action_dtype=action_dtype(spec),
-                          device=ctx.device, obs_dtype=dtype)
-    buf = make_buffer(n_steps)
-    per_step = spec.num_envs * ctx.collective.world.size  # env steps of one vector step, all ranks
-    log_budget(state, n_steps, per_step)
-    obs = ctx.obs
-    recurrent = getattr(algo, "recurrent", False)  # a policy with memory needs episode starts
-    starts = (ctx.episode_starts if ctx.episode_starts is not None
-              else torch.ones(spec.num_envs, dtype=torch.bool, device=ctx.device))
-    while state.global_step < state.total_timesteps and not state.stop:
-        ctx.fire("pre_iteration")
+    make_buffer = partial(RolloutBuffer, obs_shape=shape, action_shape=action_shape(spec),
+                          action_dtype=action_dtype(spec), device=lead.device, obs_dtype=dtype)
+    per_step = spec.num_envs * lead.collective.world.size  # env steps of one vector step, all ranks
+    log_budget(lead.state, n_steps, per_step)
+    buf = make_buffer(n_steps, len(runs.ctxs) * spec.num_envs)
+    while runs.ctxs and not runs.finished():
+        runs.fire("pre_iteration")
+        state = runs.ctxs[0].state  # every run is at the same step
         steps = rollout_steps(state, n_steps, per_step)
-        if steps != buf.n_steps:  # the last rollout, shortened to end on the budget
-            buf = make_buffer(steps)
-        # ---- collect one rollout --------------------------------------------------------
-        ctx.fire("pre_rollout")
-        t0, env_seconds = time.perf_counter(), 0.0
-        for _ in range(steps):
-            mask = action_mask(env)  # None unless the env says which actions are valid
-            action, log_prob, value = algo.act(obs, **act_inputs(mask, starts if recurrent else None))
-            te = time.perf_counter()
-            res = env.step(action)
-            env_seconds += time.perf_counter() - te
-            buf.add(obs, action, log_prob, value, res.reward, res.terminated, res.truncated, mask)
-            if res.truncated.any():  # time limit: bootstrap from V(final obs), not from 0
-                rows = res.truncated  # (with memory: every row, from the state after this step)
-                buf.truncated_values[buf.step - 1, rows] = (algo.value(res.final_obs)[rows]
-                    if recurrent else algo.value(obs_ops.take(res.final_obs, rows)))
-            ctx.episodes.record(res)
-            obs, starts = res.obs, res.terminated | res.truncated
-            state.global_step += per_step
-        ctx.obs, ctx.episode_starts = obs, starts
-        merge_statistics(env, ctx.collective)  # torchrun: every rank normalizes alike
-        ctx.fire("post_rollout")
-        # ---- advantages and update ------------------------------------------------------
+        if (steps, len(runs.ctxs) * spec.num_envs) != (buf.n_steps, buf.num_envs):
+            buf = make_buffer(steps, len(runs.ctxs) * spec.num_envs)  # the last rollout, or fewer runs
+        # ---- collect one rollout of every run ---------------------------------------------
+        runs.fire("pre_rollout")
+        t0 = time.perf_counter()
+        env_seconds = collect(runs, buf, steps, per_step)
+        for ctx in runs.ctxs:
+            merge_statistics(ctx.env, ctx.collective)  # torchrun: every rank normalizes alike
+        runs.fire("post_rollout")
+        # ---- advantages and one update of every run -------------------------------------------
         t1 = time.perf_counter()
-        last_value = algo.value(obs, episode_starts=starts) if recurrent else algo.value(obs)
-        batch = buf.finish(last_value, cfg.gamma, cfg.gae_lambda)
-        ctx.fire("pre_update")
+        last_values = runs.algo.value(obs_ops.stack([c.obs for c in runs.ctxs]),
+                                      *episode_starts(runs))
+        batch = per_seed(buf.finish(last_values.flatten(), cfg.gamma, cfg.gae_lambda),
+                         steps, len(runs.ctxs))
+        runs.fire("pre_update")
         progress_remaining = max(0.0, 1.0 - state.global_step / state.total_timesteps)
-        state.metrics = algo.update(batch, progress_remaining=progress_remaining)
-        state.iteration += 1
-        ctx.fire("post_update")
-        # ---- log, evaluate, checkpoint --------------------------------------------------
-        ctx.timer.add("env", env_seconds)
-        ctx.timer.add("act", t1 - t0 - env_seconds)  # the policy and the rollout storage
-        ctx.timer.add("update", time.perf_counter() - t1)
-        state.metrics.update({
-            "rollout/mean_reward": float(buf.rewards.mean()),
-            "rollout/mean_value": float(buf.values.mean()),
-        })
-        state.metrics = ctx.collective.mean_metrics(state.metrics)  # torchrun: over all ranks
-        ctx.end_iteration()
+        metrics = runs.algo.update(batch, progress_remaining=progress_remaining)
+        t2 = time.perf_counter()
+        rewards, values = (per_seed_columns(x, len(runs.ctxs)) for x in (buf.rewards, buf.values))
+        for k, (ctx, m) in enumerate(zip(runs.ctxs, metrics, strict=True)):
+            ctx.state.iteration += 1
+            ctx.timer.add("env", env_seconds)  # a batch's times: every run shares them
+            ctx.timer.add("act", t1 - t0 - env_seconds)  # the policy and the rollout storage
+            ctx.timer.add("update", t2 - t1)
+            m.update({"rollout/mean_reward": float(rewards[k].mean()),
+                      "rollout/mean_value": float(values[k].mean())})
+            ctx.state.metrics = m
+        runs.fire("post_update")
+        for ctx in runs.ctxs:  # torchrun: over all ranks, with what a callback set too
+            ctx.state.metrics = ctx.collective.mean_metrics(ctx.state.metrics)
+        # ---- each run logs, evaluates and checkpoints; a failed seed leaves the batch -------
+        runs.end_iteration()
 
 
-def act_inputs(mask: torch.Tensor | None, starts: torch.Tensor | None) -> dict[str, torch.Tensor]:
-    """The optional inputs of `algo.act`: only those this env and algorithm need, so an
-    algorithm without masks or memory keeps the plain `act(obs)`."""
-    inputs = {}
-    if mask is not None:
-        inputs["action_mask"] = mask
-    if starts is not None:
-        inputs["episode_starts"] = starts
-    return inputs
+def collect(runs: LoopBatch, buf: RolloutBuffer, steps: int, per_step: int) -> float:
+    """`steps` vector steps of every run into `buf` (run k's envs are its columns k*N...);
+    returns the seconds spent in the envs."""
+    env_seconds = 0.0
+    starts = episode_starts(runs)  # () for policies without memory
+    for _ in range(steps):
+        masks = stacked_masks(runs)  # None unless the env says which actions are valid
+        obs = obs_ops.stack([c.obs for c in runs.ctxs])
+        action, log_prob, value = runs.algo.act(obs, masks, *starts)
+        te = time.perf_counter()
+        results = runs.step_envs(action)
+        env_seconds += time.perf_counter() - te
+        truncated = torch.cat([r.truncated for r in results])
+        buf.add(obs_ops.apply(lambda t: t.flatten(0, 1), obs), action.flatten(0, 1),
+                log_prob.flatten(0, 1), value.flatten(0, 1),
+                torch.cat([r.reward for r in results]),
+                torch.cat([r.terminated for r in results]), truncated,
+                None if masks is None else masks.flatten(0, 1))
+        if truncated.any():  # time limits: bootstrap from V(final obs), not from 0
+            buf.truncated_values[buf.step - 1, truncated] = cut_values(
+                runs.algo, results, bool(starts))[truncated.view(len(results), -1)]
+        for ctx, res in zip(runs.ctxs, results, strict=True):
+            ctx.episodes.record(res)
+            ctx.obs, ctx.episode_starts = res.obs, res.terminated | res.truncated
+            ctx.state.global_step += per_step
+        starts = episode_starts(runs)
+    return env_seconds
+
+
+def cut_values(algo: Any, results: list[StepResult], recurrent: bool) -> torch.Tensor:
+    """V(final observation) `[S, N]` for the rows a time limit ended. With memory every row is
+    evaluated, from the state after this step; runs that act alone (`runner/members.py`: a
+    single run) evaluate only the cut rows, as a single run always has."""
+    final_obs = obs_ops.stack([r.final_obs for r in results])
+    if recurrent:
+        return algo.value(final_obs)
+    if isinstance(algo, OnPolicyMembers):
+        return algo.value(final_obs, rows=torch.stack([r.truncated for r in results]))
+    return algo.value(final_obs)
+
+
+def episode_starts(runs: LoopBatch) -> tuple[torch.Tensor, ...]:
+    """`(starts,)`, `[S, N]`: the rows whose current observation begins an episode (all of
+    them before a run's first step), for policies with memory; `()` for the others."""
+    if not getattr(runs.algo, "recurrent", False):
+        return ()
+    return (obs_ops.stack([c.episode_starts if c.episode_starts is not None else
+                           torch.ones(c.env.spec.num_envs, dtype=torch.bool, device=c.device)
+                           for c in runs.ctxs]),)
+
+
+def stacked_masks(runs: LoopBatch) -> torch.Tensor | None:
+    """Every run's valid actions at its current observations `[S, N, n]`, or None (an
+    unmasked env: the runs all run the same env)."""
+    masks = [action_mask(c.env) for c in runs.ctxs]
+    return None if masks[0] is None else obs_ops.stack(masks)
+
+
+def per_seed_columns(x: torch.Tensor, seeds: int) -> torch.Tensor:
+    """`[T, S*N, ...]` storage as `[S, T, N, ...]` (run k's columns, as its own buffer's)."""
+    return x.unflatten(1, (seeds, -1)).transpose(0, 1).contiguous()
+
+
+def per_seed(batch: RolloutBatch, steps: int, seeds: int) -> RolloutBatch:
+    """The buffer's flattened `[T*S*N, ...]` batch as `[S, T*N, ...]`: row t*N + i of run k is
+    what run k's own buffer would flatten to row t*N + i."""
+    def split(x: torch.Tensor) -> torch.Tensor:
+        return per_seed_columns(x.unflatten(0, (steps, -1)), seeds).flatten(1, 2)
+
+    return RolloutBatch(*(None if x is None else obs_ops.apply(split, x) for x in batch))
 
 
 def rollout_steps(state: LoopState, n_steps: int, num_envs: int) -> int:

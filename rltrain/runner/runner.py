@@ -41,6 +41,7 @@ from rltrain.runner.messages import (
 )
 from rltrain.runner.off_policy import run_off_policy
 from rltrain.runner.on_policy import run_on_policy
+from rltrain.runner.one_run import OneRun
 from rltrain.runner.ownership import check_target, mark_started, run_lock
 from rltrain.runner.resume import make_payload, rank_part, restore, say_resumed, with_ranks
 from rltrain.runner.schedule import Schedule
@@ -245,7 +246,7 @@ class Runner:
         """The family's loop, then `finish()`."""
         try:
             try:
-                (run_on_policy if self.family == "on_policy" else run_off_policy)(self.ctx)
+                (run_on_policy if self.family == "on_policy" else run_off_policy)(OneRun(self.ctx))
             except ValueError:  # e.g. torch distributions refusing NaN parameters
                 check_weights(self.algo, self.state.global_step)
                 raise

@@ -9,14 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from rltrain.config.catalog import ALGORITHMS
 from rltrain.envs.rows import SharedRows
 from rltrain.envs.trust import resume_command
 from rltrain.errors import EnvError, TrainingError
 from rltrain.nets.seeded import NotStackable
 from rltrain.runner.context import LoopContext
+from rltrain.runner.members import OffPolicyMembers, OnPolicyMembers
 from rltrain.runner.runner import Runner
-from rltrain.seed_batch.members import OffPolicyMembers, OnPolicyMembers
 from rltrain.seed_batch.rng import SeedStreams
 from rltrain.seed_batch.view import SeedView
 from rltrain.types import StepResult
@@ -50,12 +52,17 @@ def seed_lines(seed: int) -> Iterator[None]:
 def batched(runners: list[Runner], streams: SeedStreams, quiet: bool = False) -> Any:
     """The algorithm for the batch, over the runners' own algorithm objects: its module's
     `stack` (`catalog.AlgoEntry.stack`), or, for an algorithm without one or networks that
-    cannot be stacked, each seed's own member in turn (`seed_batch/members.py`, said on the console
+    cannot be stacked, each seed's own member in turn (`runner/members.py`, said on the console
     unless `quiet`): every algorithm runs as a batch."""
     name, members = runners[0].cfg.algo.name, [r.algo for r in runners]
     entry = ALGORITHMS[name]
-    members_in_turn = OnPolicyMembers if entry.family == "on_policy" else OffPolicyMembers
-    spec = runners[0].env.spec
+    spec, device = runners[0].env.spec, runners[0].device
+
+    def members_in_turn(members: list[Any], streams: SeedStreams, spec: Any) -> Any:
+        if entry.family == "on_policy":
+            return OnPolicyMembers(members, spec, streams)
+        return OffPolicyMembers(members, spec, device, streams)
+
     stack = entry.stack()
     if stack is None:
         if not quiet:
@@ -108,6 +115,11 @@ class SeedBatch:
     @property
     def ctxs(self) -> list[LoopContext]:
         return [r.ctx for r in self.runners]
+
+    @property
+    def generators(self) -> list[torch.Generator | None]:
+        """Each seed's own stream: its replay samples with it."""
+        return list(self.streams.generators)
 
     @contextlib.contextmanager
     def member(self, k: int, alone: bool = True) -> Iterator[None]:

@@ -32,13 +32,13 @@ from rltrain.report.cli import write_report
 from rltrain.report.stats import bootstrap_ci, iqm
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
+from rltrain.runner.off_policy import run_off_policy
+from rltrain.runner.on_policy import run_on_policy
 from rltrain.runner.ownership import check_target, run_lock
 from rltrain.runner.resume import say_resumed
 from rltrain.runner.runner import Runner
 from rltrain.runner.setup import resolve_device, set_once
 from rltrain.seed_batch.batch import SeedBatch, seed_lines
-from rltrain.seed_batch.off_policy import run_off_policy_batch
-from rltrain.seed_batch.on_policy import run_seed_batch
 from rltrain.seed_batch.resume import catch_up, read_batch
 from rltrain.seed_batch.rng import SeedStreams
 
@@ -190,7 +190,7 @@ class SeedRunner:
             log.info("training %d seeds (%s) as one batch -> %s/seed_<s>/", len(self.seeds),
                      ", ".join(map(str, self.seeds)), self.run_dir)
             on_policy = self.runners[0].family == "on_policy"
-            (run_seed_batch if on_policy else run_off_policy_batch)(self.batch)
+            (run_on_policy if on_policy else run_off_policy)(self.batch)
             for k, runner in enumerate(self.batch.runners):
                 self.stopper.requested()  # a STOP file since the last look stops the rest too
                 with self.batch.member(k):
