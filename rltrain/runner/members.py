@@ -15,7 +15,6 @@ computes; what it does not get is the batched matrix products.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 import torch
@@ -34,9 +33,10 @@ class Streams(Protocol):
 class OwnGenerators:
     """A single run's draws: the process-wide generators, as they are."""
 
-    @contextlib.contextmanager
-    def as_global(self, k: int) -> Iterator[None]:
-        yield
+    NOTHING = contextlib.nullcontext()
+
+    def as_global(self, k: int) -> contextlib.AbstractContextManager[None]:
+        return self.NOTHING
 
 
 def _check_obs(members: list[Any], spec: EnvSpec) -> None:

@@ -90,11 +90,10 @@ def collect(runs: LoopBatch, buf: RolloutBuffer, steps: int, per_step: int) -> f
         te = time.perf_counter()
         results = runs.step_envs(action)
         env_seconds += time.perf_counter() - te
-        truncated = torch.cat([r.truncated for r in results])
+        truncated = joined([r.truncated for r in results])
         buf.add(obs_ops.apply(lambda t: t.flatten(0, 1), obs), action.flatten(0, 1),
-                log_prob.flatten(0, 1), value.flatten(0, 1),
-                torch.cat([r.reward for r in results]),
-                torch.cat([r.terminated for r in results]), truncated,
+                log_prob.flatten(0, 1), value.flatten(0, 1), joined([r.reward for r in results]),
+                joined([r.terminated for r in results]), truncated,
                 None if masks is None else masks.flatten(0, 1))
         if truncated.any():  # time limits: bootstrap from V(final obs), not from 0
             buf.truncated_values[buf.step - 1, truncated] = cut_values(
@@ -105,6 +104,11 @@ def collect(runs: LoopBatch, buf: RolloutBuffer, steps: int, per_step: int) -> f
             ctx.state.global_step += per_step
         starts = episode_starts(runs)
     return env_seconds
+
+
+def joined(parts: list[torch.Tensor]) -> torch.Tensor:
+    """Every run's `[N]` rows as one `[S*N]` (a single run's as they are, not copied)."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def cut_values(algo: Any, results: list[StepResult], recurrent: bool) -> torch.Tensor:
