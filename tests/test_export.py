@@ -110,8 +110,9 @@ def test_normalization_is_folded_into_the_export(runs):
 def test_every_algorithm_exports_to_torchscript(name, tmp_path, recwarn):
     """Untrained policies of every registered algorithm, with stored normalizer statistics;
     tracing them warns of nothing (a TracerWarning means a Python branch on a traced value)."""
-    env_id = "CartPole-v1" if name == "dqn" else "Pendulum-v1"
     spec = ALGOS[name]
+    discrete = "box" not in spec.action_kinds
+    env_id = "CartPole-v1" if discrete else "Pendulum-v1"
     cfg = validate(TrainConfig(algo=spec.config(name=name, hidden_sizes=[16]),
                                env=EnvConfig(id=env_id, num_envs=1, normalize_obs=True)))
     env = make_env(cfg.env, num_envs=1)
@@ -125,7 +126,7 @@ def test_every_algorithm_exports_to_torchscript(name, tmp_path, recwarn):
                            tmp_path / "checkpoints" / "latest.pt")
     result = export_policy(path, "torchscript", check_samples=200)
     assert result["ok"] and result["normalized_obs"]
-    assert result["action_shape"] == ([] if name == "dqn" else [1])
+    assert result["action_shape"] == ([] if discrete else [1])
     assert not [w for w in recwarn if issubclass(w.category, torch.jit.TracerWarning)]
 
 

@@ -9,26 +9,17 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from rltrain.algos.base import grad_norm_step, metric_rows, off_policy_lr, set_lr
 from rltrain.algos.configs.dqn import DQNConfig
 from rltrain.algos.draws import Draws
-from rltrain.algos.off_policy_steps import polyak_update, td_target
+from rltrain.algos.off_policy_steps import linear_schedule, td_target, update_target_
 from rltrain.algos.optim import adam, stacked_optimizer
 from rltrain.errors import UserError
 from rltrain.nets import seeded
 from rltrain.nets.q import QNetwork, masked_argmax
 from rltrain.nets.spec import resolve_nets
 from rltrain.types import EnvSpec, TransitionBatch
-
-
-def linear_schedule(step: int, initial: float, final: float, decay_steps: int) -> float:
-    """Linear from `initial` at step 0 to `final` at `decay_steps`, then constant."""
-    if decay_steps <= 0:
-        return final
-    frac = min(1.0, max(0.0, step / decay_steps))
-    return initial + frac * (final - initial)
 
 
 def greedy_next_value(q_next_online: torch.Tensor, q_next_target: torch.Tensor,
@@ -59,20 +50,6 @@ def dqn_loss(q_net: Callable[[Any], torch.Tensor], batch: TransitionBatch,
     """(the Huber loss of Q(s, a) to `target`, Q(s, a))."""
     q = q_net(batch.obs).gather(-1, batch.actions.long().unsqueeze(-1)).squeeze(-1)
     return F.smooth_l1_loss(q, target, reduction="none").mean(-1), q
-
-
-def update_target_(target: nn.Module, online: nn.Module, cfg: DQNConfig, global_step: int,
-                   next_update: int) -> int:
-    """The target network's update (`polyak_update`: buffers are copied too): a Polyak blend
-    every step when tau < 1, else a copy once `global_step` reaches `next_update`; returns the
-    step of the next copy."""
-    if cfg.tau < 1.0:
-        polyak_update(target, online, cfg.tau)
-    elif global_step >= next_update:
-        polyak_update(target, online, 1.0)
-        interval = cfg.target_update_interval
-        return (global_step // interval + 1) * interval
-    return next_update
 
 
 METRICS = ("train/q_loss", "train/mean_q", "train/td_target_mean", "train/grad_norm")

@@ -64,6 +64,45 @@ def td_target(reward: torch.Tensor, next_value: torch.Tensor, terminated: torch.
     return reward + gamma * (1.0 - terminated) * next_value
 
 
+def update_target_(target: nn.Module, online: nn.Module, cfg: Any, global_step: int,
+                   next_update: int) -> int:
+    """A Q-learner's target-network update (`cfg`: its `tau` and `target_update_interval`;
+    `polyak_update`: buffers are copied too): a Polyak blend every step when tau < 1, else a
+    copy once `global_step` reaches `next_update`; returns the step of the next copy."""
+    if cfg.tau < 1.0:
+        polyak_update(target, online, cfg.tau)
+    elif global_step >= next_update:
+        polyak_update(target, online, 1.0)
+        interval = cfg.target_update_interval
+        return (global_step // interval + 1) * interval
+    return next_update
+
+
+def linear_schedule(step: int, initial: float, final: float, decay_steps: int) -> float:
+    """Linear from `initial` at step 0 to `final` at `decay_steps`, then constant (ε-greedy)."""
+    if decay_steps <= 0:
+        return final
+    frac = min(1.0, max(0.0, step / decay_steps))
+    return initial + frac * (final - initial)
+
+
+def quantile_huber_loss(current: torch.Tensor, target: torch.Tensor,
+                        kappa: float = 1.0) -> torch.Tensor:
+    """QR-DQN's quantile regression loss (Dabney et al. 2017, eq. 10) per row: `current` the N
+    quantiles θ_i at τ̂_i = (2i + 1) / 2N, `[..., B, N]`; `target` the samples θ'_j of the
+    target distribution, `[..., B, N']` (detached). With u_ij = θ'_j − θ_i,
+    ρ_ij = |τ̂_i − 1{u_ij < 0}| · Huber_κ(u_ij), summed over the current quantiles i and
+    averaged over the target samples j and the rows: `[...]` (a single run: a scalar). The
+    reduction of SB3-contrib's `quantile_huber_loss(..., sum_over_quantiles=True)`."""
+    n = current.shape[-1]
+    tau = (torch.arange(n, device=current.device, dtype=current.dtype) + 0.5) / n
+    u = target.unsqueeze(-2) - current.unsqueeze(-1)  # [..., B, N (current i), N' (target j)]
+    abs_u = u.abs()
+    huber = torch.where(abs_u > kappa, kappa * (abs_u - 0.5 * kappa), 0.5 * u.pow(2))
+    weight = (tau.unsqueeze(-1) - (u.detach() < 0).to(u.dtype)).abs()
+    return (weight * huber).sum(-2).mean(-1).mean(-1)
+
+
 def mse_losses(q: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Each critic's mean-squared TD error: Q `[..., E, B]` against `y` `[..., B]` -> `[..., E]`."""
     return (q - y.unsqueeze(-2)).pow(2).mean(-1)

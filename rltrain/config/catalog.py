@@ -65,6 +65,8 @@ ALGORITHMS: dict[str, AlgoEntry] = {
     "ppo": AlgoEntry("rltrain.algos.configs.ppo:PPOConfig", "rltrain.algos.ppo", ALL_ACTIONS),
     "a2c": AlgoEntry("rltrain.algos.configs.a2c:A2CConfig", "rltrain.algos.a2c", ALL_ACTIONS),
     "dqn": AlgoEntry("rltrain.algos.configs.dqn:DQNConfig", "rltrain.algos.dqn", ("discrete",)),
+    "qrdqn": AlgoEntry("rltrain.algos.configs.qrdqn:QRDQNConfig", "rltrain.algos.qrdqn",
+                       ("discrete",)),
     "ddpg": AlgoEntry("rltrain.algos.configs.ddpg:DDPGConfig", "rltrain.algos.ddpg", ("box",)),
     "td3": AlgoEntry("rltrain.algos.configs.td3:TD3Config", "rltrain.algos.td3", ("box",)),
     "sac": AlgoEntry("rltrain.algos.configs.sac:SACConfig", "rltrain.algos.sac", ("box",)),

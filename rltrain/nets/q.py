@@ -1,5 +1,5 @@
 """Action-value networks for Discrete actions: an encoder and MLP body with a plain or a dueling
-Q head."""
+Q head, or (QR-DQN) a head of several quantiles per action."""
 
 from __future__ import annotations
 
@@ -57,6 +57,32 @@ class QNetwork(nn.Module):
         ε-greedy exploration belongs to the algorithm, so `deterministic` is accepted for the
         policy interface and ignored."""
         return masked_argmax(self(obs), action_mask)
+
+
+class QuantileQNetwork(QNetwork):
+    """Observations to `n_quantiles` values per action, `[B, n_actions, n_quantiles]`: the
+    quantiles of the return's distribution at τ̂_i = (2i + 1) / 2N (QR-DQN, Dabney et al. 2017);
+    Q(s, a) is their mean. QNetwork's encoder and body under a plain Linear head of
+    n_actions · n_quantiles outputs (Linear layers only: a seed batch stacks it as it is)."""
+
+    def __init__(self, spec: NetSpec, n_actions: int, n_quantiles: int):
+        super().__init__(spec, n_actions * n_quantiles)
+        self.n_actions, self.n_quantiles = n_actions, n_quantiles
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """The quantiles θ(obs, ·) as `[B, n_actions, n_quantiles]`."""
+        return super().forward(obs).unflatten(-1, (self.n_actions, self.n_quantiles))
+
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q(obs, ·) = the mean over the quantiles, `[B, n_actions]`."""
+        return self(obs).mean(-1)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True,
+            action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Greedy action `[B]` (long) by the mean over the quantiles, among the valid ones when
+        `action_mask` [B, n] is given (`deterministic` ignored, as QNetwork's)."""
+        return masked_argmax(self.q_values(obs), action_mask)
 
 
 def masked_argmax(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

@@ -38,6 +38,7 @@ STACKED = [
     ("ppo", "CartPole-v1", 5 * 32 * 8, 5, ()),
     ("ppo", "Pendulum-v1", 128 * 32, 1, (FULL_RATE,)),
     ("dqn", "CartPole-v1", 1700, 3, ()),
+    ("qrdqn", "CartPole-v1", 1700, 3, ()),
     ("a2c", "CartPole-v1", 20 * 8 * 5, 20, ()),
     ("sac", "Pendulum-v1", 1000 + 59, 60, ()),
     ("td3", "Pendulum-v1", 1000 + 59, 60, ()),

@@ -22,11 +22,14 @@ _ALGO = {
     # 64 random steps, then 4 gradient steps every 8 vector steps: 6 updates by step 160
     "dqn": (["algo.learning_starts=64", "algo.batch_size=16", "algo.train_freq=8",
              "algo.gradient_steps=4", "algo.target_update_interval=32"], 160, 6),
+    "qrdqn": (["algo.learning_starts=64", "algo.batch_size=16", "algo.train_freq=8",
+               "algo.gradient_steps=4", "algo.target_update_interval=32",
+               "algo.n_quantiles=5"], 160, 6),
 }
 
 
 @pytest.mark.parametrize("env_class", ["PickTarget", "PickTargetInfo"])
-@pytest.mark.parametrize("algo", ["ppo", "a2c", "dqn"])
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "dqn", "qrdqn"])
 def test_a_masked_batch_takes_no_invalid_action_and_matches_each_single_run(algo, env_class,
                                                                             tmp_path):
     extra, budget, updates = _ALGO[algo]

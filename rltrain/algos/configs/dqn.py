@@ -59,5 +59,5 @@ class DQNConfig(OffPolicyConfig):
             raise UserError(
                 f"algo.target_update_interval={self.target_update_interval} must be > 0")
         if self.net.actor_hidden is not None:
-            raise UserError("net.actor_hidden: dqn has no separate policy network (its Q-network "
-                            "acts greedily); set net.hidden or net.critic_hidden")
+            raise UserError(f"net.actor_hidden: {self.name} has no separate policy network (its "
+                            "Q-network acts greedily); set net.hidden or net.critic_hidden")
