@@ -69,6 +69,25 @@ def mse_losses(q: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (q - y.unsqueeze(-2)).pow(2).mean(-1)
 
 
+def quantile_huber_loss(current: torch.Tensor, target: torch.Tensor,
+                        sum_over_quantiles: bool) -> torch.Tensor:
+    """The quantile-regression Huber loss (κ = 1) of QR-DQN and TQC, as SB3-contrib's
+    `quantile_huber_loss` with its default midpoints τ̂_i = (2i + 1) / 2M: the quantiles
+    `current` `[..., M]` against the target samples `target` `[..., K]` (leading dimensions
+    broadcast: a TQC critic ensemble's `[..., E, B, M]` against `[..., 1, B, K]`), each pair
+    u = target_k − current_i weighted |τ̂_i − 1{u < 0}| · Huber(u). Reduces the pairs only:
+    `sum_over_quantiles` sums over the M quantiles and averages over the K targets (QR-DQN's,
+    SB3-contrib's default), else averages over both (TQC's, as SB3-contrib's TQC calls it);
+    `[...]` (the rows, critics, seeds), which the caller averages as SB3-contrib's `.mean()`."""
+    m = current.shape[-1]
+    tau = (torch.arange(m, device=current.device, dtype=current.dtype) + 0.5) / m
+    u = target.unsqueeze(-2) - current.unsqueeze(-1)  # [..., M (quantile), K (target)]
+    abs_u = u.abs()
+    huber = torch.where(abs_u > 1.0, abs_u - 0.5, 0.5 * u.pow(2))
+    loss = (tau.unsqueeze(-1) - (u.detach() < 0).to(u.dtype)).abs() * huber
+    return loss.sum(-2).mean(-1) if sum_over_quantiles else loss.mean((-2, -1))
+
+
 CriticLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """(the critics' output `[..., E, B, *head]`, the algorithm's target) -> each critic's loss
 `[..., E]`: `mse_losses`, or a quantile or distributional critic's own."""
