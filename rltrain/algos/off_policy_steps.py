@@ -86,26 +86,28 @@ def linear_schedule(step: int, initial: float, final: float, decay_steps: int) -
     return initial + frac * (final - initial)
 
 
-def quantile_huber_loss(current: torch.Tensor, target: torch.Tensor,
-                        kappa: float = 1.0) -> torch.Tensor:
-    """QR-DQN's quantile regression loss (Dabney et al. 2017, eq. 10) per row: `current` the N
-    quantiles θ_i at τ̂_i = (2i + 1) / 2N, `[..., B, N]`; `target` the samples θ'_j of the
-    target distribution, `[..., B, N']` (detached). With u_ij = θ'_j − θ_i,
-    ρ_ij = |τ̂_i − 1{u_ij < 0}| · Huber_κ(u_ij), summed over the current quantiles i and
-    averaged over the target samples j and the rows: `[...]` (a single run: a scalar). The
-    reduction of SB3-contrib's `quantile_huber_loss(..., sum_over_quantiles=True)`."""
-    n = current.shape[-1]
-    tau = (torch.arange(n, device=current.device, dtype=current.dtype) + 0.5) / n
-    u = target.unsqueeze(-2) - current.unsqueeze(-1)  # [..., B, N (current i), N' (target j)]
-    abs_u = u.abs()
-    huber = torch.where(abs_u > kappa, kappa * (abs_u - 0.5 * kappa), 0.5 * u.pow(2))
-    weight = (tau.unsqueeze(-1) - (u.detach() < 0).to(u.dtype)).abs()
-    return (weight * huber).sum(-2).mean(-1).mean(-1)
-
-
 def mse_losses(q: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Each critic's mean-squared TD error: Q `[..., E, B]` against `y` `[..., B]` -> `[..., E]`."""
     return (q - y.unsqueeze(-2)).pow(2).mean(-1)
+
+
+def quantile_huber_loss(current: torch.Tensor, target: torch.Tensor,
+                        sum_over_quantiles: bool) -> torch.Tensor:
+    """The quantile-regression Huber loss (κ = 1) of QR-DQN and TQC, as SB3-contrib's
+    `quantile_huber_loss` with its default midpoints τ̂_i = (2i + 1) / 2M: the quantiles
+    `current` `[..., M]` against the target samples `target` `[..., K]` (leading dimensions
+    broadcast: a TQC critic ensemble's `[..., E, B, M]` against `[..., 1, B, K]`), each pair
+    u = target_k − current_i weighted |τ̂_i − 1{u < 0}| · Huber(u). Reduces the pairs only:
+    `sum_over_quantiles` sums over the M quantiles and averages over the K targets (QR-DQN's,
+    SB3-contrib's default), else averages over both (TQC's, as SB3-contrib's TQC calls it);
+    `[...]` (the rows, critics, seeds), which the caller averages as SB3-contrib's `.mean()`."""
+    m = current.shape[-1]
+    tau = (torch.arange(m, device=current.device, dtype=current.dtype) + 0.5) / m
+    u = target.unsqueeze(-2) - current.unsqueeze(-1)  # [..., M (quantile), K (target)]
+    abs_u = u.abs()
+    huber = torch.where(abs_u > 1.0, abs_u - 0.5, 0.5 * u.pow(2))
+    loss = (tau.unsqueeze(-1) - (u.detach() < 0).to(u.dtype)).abs() * huber
+    return loss.sum(-2).mean(-1) if sum_over_quantiles else loss.mean((-2, -1))
 
 
 CriticLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

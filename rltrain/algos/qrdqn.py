@@ -60,7 +60,7 @@ def qrdqn_loss(q_net: Callable[[Any], torch.Tensor], batch: TransitionBatch,
     """(the quantile Huber loss of θ(s, a) to the `target` quantiles, `[...]`; θ(s, a),
     `[..., B, N]`)."""
     current = pick_quantiles(q_net(batch.obs), batch.actions)
-    return quantile_huber_loss(current, target), current
+    return quantile_huber_loss(current, target, sum_over_quantiles=True).mean(-1), current
 
 
 METRICS = ("train/q_loss", "train/mean_q", "train/td_target_mean", "train/grad_norm")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 
 from rltrain import obs as obs_ops
 from rltrain.algos.base import check_sde_spec, decay_lrs, make_noise_clock, pick_lr
@@ -33,7 +34,7 @@ from rltrain.algos.optim import adam, stacked_optimizer
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
 from rltrain.nets.sde import load_sde_state, sde_state
 from rltrain.nets.seeded import NotStackable
-from rltrain.nets.spec import resolve_nets
+from rltrain.nets.spec import NetSpec, resolve_nets
 from rltrain.types import EnvSpec, TransitionBatch
 
 
@@ -43,13 +44,13 @@ class SAC:
     def __init__(self, cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
         actor, critic = resolve_nets(cfg, spec)
-        check_sde_spec(cfg, spec, "sac")
+        check_sde_spec(cfg, spec, cfg.name)
         sde = (cfg.log_std_init, cfg.use_expln) if cfg.use_sde else None
         self.actor = SquashedGaussianActor(actor, spec.action_dim, cfg.log_std_min,
                                            cfg.log_std_max, sde).to(self.device)
         # gSDE: new noise every sde_sample_freq steps, else once per train_freq (SB3's rollout)
         self.noise_clock = make_noise_clock(cfg, default_period=cfg.train_freq)
-        self.critic = TwinQ(critic, spec.action_dim).to(self.device)
+        self.critic = self.make_critic(critic).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.start_lrs = {"actor_optimizer": pick_lr(cfg.actor_lr, cfg),
                           "critic_optimizer": pick_lr(cfg.critic_lr, cfg),
@@ -66,11 +67,18 @@ class SAC:
         self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
         self._actor_metrics: dict[str, torch.Tensor] = {}  # the latest actor step's
 
+    def make_critic(self, spec: NetSpec) -> nn.Module:
+        """The critics (`spec`: their network settings): SAC's twin Q (a subclass's own, such
+        as TQC's quantile ensemble)."""
+        return TwinQ(spec, self.spec.action_dim)
+
     def link_networks(self) -> None:
-        """What follows from the networks (the evaluated policy, the trained parameters): set
-        again when `stack` replaces them with the seeds' stacked ones."""
+        """What follows from the networks (the evaluated policy, the trained parameters, the
+        critic values the actor step maximizes): set again when `stack` replaces them with the
+        seeds' stacked ones."""
         self.policy = self.actor
         self._actor_params = list(self.actor.parameters())
+        self._actor_q: Callable[[Any, torch.Tensor], torch.Tensor] = self.critic
 
     @classmethod
     def stack(cls, members: list[SAC], streams: Any) -> SAC:
@@ -120,12 +128,17 @@ class SAC:
         Actor metrics repeat their latest values on steps that skip the actor.
         """
         rates = decay_lrs(self, global_step)
-        losses, q = critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
+        losses, q = self.critic_update(batch)
         if self.n_updates % self.cfg.policy_delay == 0:
             self._actor_metrics = self._actor_alpha_step(batch.obs, batch.rewards.shape[-1])
         polyak_update(self.critic_target, self.critic, self.cfg.tau)
         self.n_updates += 1
         return update_metrics(losses, q, self._actor_metrics, rates, {"train/alpha": self.alpha})
+
+    def critic_update(self, batch: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One critic step towards `target(batch)` (`critic_step`): (each critic's loss
+        `[..., E]`, Q(s, a) `[..., E, B]`), detached."""
+        return critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
 
     @torch.no_grad()
     def target(self, batch: TransitionBatch) -> torch.Tensor:
@@ -136,7 +149,7 @@ class SAC:
     def _actor_alpha_step(self, obs: torch.Tensor, rows: int) -> dict[str, torch.Tensor]:
         """One actor step and, when α is tuned, one temperature step (`entropy_actor_step`)."""
         loss, entropy = entropy_actor_step(
-            functools.partial(self.actor, noise=self._noise(rows)), self.critic,
+            functools.partial(self.actor, noise=self._noise(rows)), self._actor_q,
             self.actor_optimizer, obs, self._actor_params, self.log_alpha,
             self.alpha_optimizer if self.cfg.autotune_alpha else None, self.target_entropy)
         return {"train/actor_loss": loss, "train/entropy": entropy}

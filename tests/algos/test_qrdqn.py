@@ -31,21 +31,27 @@ def one_transition(reward: float, terminated: float,
                            None if mask is None else torch.tensor([mask]))
 
 
+def qrdqn_reduction(current: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """QR-DQN's loss of `[..., B, N]` quantiles: summed over them, averaged over the targets
+    and the rows (as `algos/qrdqn.py` `qrdqn_loss` reduces `quantile_huber_loss`)."""
+    return quantile_huber_loss(current, target, sum_over_quantiles=True).mean(-1)
+
+
 def test_the_quantile_huber_loss_on_hand_computed_cases():
     """One quantile (τ̂ = ½): half the Huber loss, quadratic within |u| ≤ 1, linear past it.
     Two quantiles (τ̂ = ¼, ¾) at [0, 1] against the targets [0, 2]: u = t_j − θ_i is
     [[0, 2], [−1, 1]], Huber [[0, 1.5], [0.5, 0.5]], weights |τ̂_i − 1{u < 0}| [[¼, ¼], [¼, ¾]];
     summed over i: [0.125, 0.75], averaged over j: 0.4375."""
     z = torch.tensor([[0.0]])
-    assert quantile_huber_loss(z, torch.tensor([[0.5]])).item() == pytest.approx(0.5 * 0.125)
-    assert quantile_huber_loss(z, torch.tensor([[3.0]])).item() == pytest.approx(0.5 * 2.5)
-    loss = quantile_huber_loss(torch.tensor([[0.0, 1.0]]), torch.tensor([[0.0, 2.0]]))
+    assert qrdqn_reduction(z, torch.tensor([[0.5]])).item() == pytest.approx(0.5 * 0.125)
+    assert qrdqn_reduction(z, torch.tensor([[3.0]])).item() == pytest.approx(0.5 * 2.5)
+    loss = qrdqn_reduction(torch.tensor([[0.0, 1.0]]), torch.tensor([[0.0, 2.0]]))
     assert loss.item() == pytest.approx(0.4375)
     # rows are averaged; a leading seed dimension keeps one loss per seed
-    rows = quantile_huber_loss(torch.tensor([[0.0, 1.0], [0.0, 0.0]]),
+    rows = qrdqn_reduction(torch.tensor([[0.0, 1.0], [0.0, 0.0]]),
                                torch.tensor([[0.0, 2.0], [0.0, 0.0]]))
     assert rows.item() == pytest.approx(0.4375 / 2)
-    seeds = quantile_huber_loss(torch.zeros(3, 4, 5), torch.ones(3, 4, 7))
+    seeds = qrdqn_reduction(torch.zeros(3, 4, 5), torch.ones(3, 4, 7))
     assert seeds.shape == (3,)
 
 
@@ -56,7 +62,7 @@ def test_the_quantile_huber_loss_equals_sb3_contribs():
     g = torch.Generator().manual_seed(0)
     current = (3 * torch.randn(16, 10, generator=g)).requires_grad_()
     target = 3 * torch.randn(16, 12, generator=g)
-    ours = quantile_huber_loss(current, target)
+    ours = qrdqn_reduction(current, target)
     (ours_grad,) = torch.autograd.grad(ours, current)
     theirs = utils.quantile_huber_loss(current, target, sum_over_quantiles=True)
     (theirs_grad,) = torch.autograd.grad(theirs, current)

@@ -36,7 +36,7 @@ def networks(name: str, algo) -> tuple[nn.Sequential | None, nn.Sequential]:
         return algo.policy.actor_body, algo.policy.critic
     if name in ("dqn", "qrdqn"):
         return None, algo.q_net.body
-    return (algo.actor.body if name == "sac" else algo.actor.net), algo.critic.net
+    return (algo.actor.body if name in ("sac", "tqc") else algo.actor.net), algo.critic.net
 
 
 def hidden_layers(seq: nn.Sequential) -> list[nn.Module]:
@@ -119,7 +119,8 @@ def test_image_observations_get_a_cnn_encoder_in_every_network(name):
     algo = build(name, (40, 40, 3), pixels=True, cnn_channels=[4, 8, 8], cnn_features=32)
     modules = {id(m): m for m in vars(algo).values() if isinstance(m, nn.Module)}
     encoders = [e for m in modules.values() for e in m.modules() if isinstance(e, NatureCNN)]
-    expected = {"ppo": 2, "a2c": 2, "dqn": 2, "qrdqn": 2, "ddpg": 4, "td3": 4, "sac": 3}  # targets included
+    expected = {"ppo": 2, "a2c": 2, "dqn": 2, "qrdqn": 2, "ddpg": 4, "td3": 4, "sac": 3,  # targets included
+                "tqc": 3}
     assert len(encoders) == expected[name]
     assert all(e.linear.out_features == 32 and e.convs[0].out_channels == 4 for e in encoders)
     actor, critic = networks(name, algo)

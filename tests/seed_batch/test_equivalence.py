@@ -43,6 +43,7 @@ STACKED = [
     ("sac", "Pendulum-v1", 1000 + 59, 60, ()),
     ("td3", "Pendulum-v1", 1000 + 59, 60, ()),
     ("ddpg", "Pendulum-v1", 1000 + 59, 60, ()),
+    ("tqc", "Pendulum-v1", 100 + 59, 60, ("algo.hidden_sizes=[64,64]",)),
 ]
 """(algo, env, budget, updates, overrides): each algorithm's stacked cases, their horizons."""
 
@@ -56,7 +57,8 @@ def test_seed_in_a_batch_matches_its_single_run(tmp_path, algo, env_id, budget, 
     8 envs x 5 steps, one RMSprop step per rollout: 20 updates. SAC Pendulum: 1000 random steps,
     then one gradient step per env step (replay indices and both reparameterization noises from
     each seed's stream): 60 updates. TD3 and DDPG Pendulum: 1000 random steps, then 60 gradient
-    steps (exploration noise, TD3's smoothing noise and replay indices from each seed's stream)."""
+    steps (exploration noise, TD3's smoothing noise and replay indices from each seed's stream).
+    TQC Pendulum: 100 random steps, then 60 gradient steps of SAC's draws (64x64 networks)."""
     cfg = compose_train_config([
         f"algo={algo}", f"env={env_id}", "num_seeds=3", "seed=5", f"total_timesteps={budget}",
         "eval.freq=0", "eval.episodes=1", "logger=none", "progress=off", *extra])
