@@ -25,10 +25,10 @@ from rltrain.config.validation import validate
 from rltrain.errors import UserError
 from rltrain.guest import guest
 from rltrain.parallel.world import world_from_env
-from rltrain.runner.ownership import remove_empty
+from rltrain.run_folder.argv import is_multirun
+from rltrain.run_folder.find import resumed_config, with_saved_choices
+from rltrain.run_folder.lock import remove_empty
 from rltrain.runner.setup import default_run_dir
-from rltrain.target.argv import is_multirun
-from rltrain.target.resume import resumed_config, with_saved_choices
 
 log = logging.getLogger("rltrain")
 _BUSY = threading.RLock()

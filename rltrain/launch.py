@@ -37,9 +37,10 @@ from rltrain.errors import UserError
 from rltrain.loggers.run_log import log_to
 from rltrain.parallel.torchrun import prepare
 from rltrain.parallel.world import SOLO, Solo, World
-from rltrain.runner.resume import find_resume_checkpoint, resume_config
+from rltrain.run_folder.batch import batch_overrides, batch_seeds
+from rltrain.run_folder.resume_checkpoint import find_resume_checkpoint
+from rltrain.run_folder.resume_rules import resume_config
 from rltrain.runner.runner import Runner
-from rltrain.seed_batch.folder import batch_overrides, batch_seeds
 from rltrain.seed_batch.runner import SeedRunner
 from rltrain.sweep.search import in_search
 from rltrain.sweep.trial import run_seeds, write_seed_record

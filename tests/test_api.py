@@ -582,7 +582,7 @@ def test_a_resume_checks_its_overrides_against_the_runs_own_preset(tmp_path, mon
 
 
 def test_with_saved_choices_puts_the_runs_choices_first_unless_given(tmp_path):
-    from rltrain.target.resume import with_saved_choices
+    from rltrain.run_folder.find import with_saved_choices
 
     hydra = tmp_path / "run" / ".hydra"
     hydra.mkdir(parents=True)
@@ -601,8 +601,8 @@ def test_with_saved_choices_never_carries_code_and_keeps_overrides_together(tmp_
     """A recorded `env.id=mymod:make` carried into the command line counted as named by the
     user, so a resume imported the run's code unasked; choices put before `-m` split Hydra's
     overrides ("unrecognized arguments")."""
-    from rltrain.target.argv import with_overrides
-    from rltrain.target.resume import with_saved_choices
+    from rltrain.run_folder.argv import with_overrides
+    from rltrain.run_folder.find import with_saved_choices
 
     hydra = tmp_path / "run" / ".hydra"
     hydra.mkdir(parents=True)

@@ -18,9 +18,9 @@ BELOW_ENTRY_POINTS = (
     "rltrain.algos", "rltrain.buffers", "rltrain.checkpoint", "rltrain.config", "rltrain.envs",
     "rltrain.evaluation", "rltrain.export", "rltrain.loggers", "rltrain.nets",
     "rltrain.parallel", "rltrain.report", "rltrain.runner", "rltrain.seed_batch", "rltrain.sweep",
-    "rltrain.target")
+    "rltrain.run_folder")
 """What the entry points are built from (torchrun's rank setup included: it reads the run
-folder and resume checks from `rltrain.target`, as the command line and `train()` do)."""
+folder and resume checks from `rltrain.run_folder`, as the command line and `train()` do)."""
 COMMAND_LINE = "rltrain.cli"
 """The `rltrain` command: imported only by itself and `python -m rltrain` (`rltrain.__main__`)."""
 # (importer prefix, imported prefix): layers that must not know each other
@@ -44,9 +44,13 @@ FORBIDDEN = [
     # a seed batch and a sweep's trial are built from runners, never the other way round
     ("rltrain.runner", "rltrain.seed_batch"), ("rltrain.runner", "rltrain.sweep"),
     ("rltrain.evaluation", "rltrain.runner"),
-    # where a job trains and what it resumes is read above the run, the batch and their files
-    *[(layer, "rltrain.target") for layer in ("rltrain.runner", "rltrain.seed_batch",
-                                              "rltrain.config", "rltrain.checkpoint")],
+    # where a run trains and what it continues is read before any run is built: the run and
+    # the batch read it, never the other way round; it reads configs and files, which know
+    # nothing of it
+    *[("rltrain.run_folder", layer) for layer in ("rltrain.runner", "rltrain.seed_batch",
+                                                  "rltrain.sweep", "rltrain.parallel",
+                                                  "rltrain.evaluation", "rltrain.algos")],
+    *[(layer, "rltrain.run_folder") for layer in ("rltrain.config", "rltrain.checkpoint")],
     *[(layer, entry) for layer in BELOW_ENTRY_POINTS for entry in ENTRY_POINTS],
 ]
 
@@ -125,7 +129,7 @@ def test_no_forbidden_arrow(graph, src, dst):
 
 def test_nothing_outside_the_command_line_imports_it(graph):
     # api.py read resume checks from cli/run_target.py: what train() and torchrun share with
-    # the command line lives below it (`rltrain.target`), never in it
+    # the command line lives below it (`rltrain.run_folder`), never in it
     inside = (COMMAND_LINE, "rltrain.__main__")
     arrows = sorted(f"{a} -> {b}" for a, targets in graph.items()
                     if a != inside[1] and not _within(a, COMMAND_LINE)

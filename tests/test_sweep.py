@@ -134,7 +134,7 @@ def test_trial_seeds_follow_the_base_seed(tiny_cfg):
 def test_a_multirun_or_search_claims_no_single_run_folder(argv, tmp_path, monkeypatch):
     """A search (`+hpo=`) is a multirun without `-m`: it once left an empty
     outputs/<date>/<time>/ in the working folder."""
-    from rltrain.target.folder import single_run_dir
+    from rltrain.run_folder.claim import single_run_dir
 
     monkeypatch.chdir(tmp_path)
     assert single_run_dir(argv) is None and list(tmp_path.iterdir()) == []

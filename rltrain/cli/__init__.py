@@ -1,7 +1,7 @@
 """The `rltrain` command (`rltrain.cli:main`, `python -m rltrain`, `python -m rltrain.cli`).
 
     commands.py    `main`: train (default), eval, export, report, list
-    train.py       the training command: overrides checked, run folder claimed (`rltrain.target`),
+    train.py       the training command: overrides checked, run folder claimed (`rltrain.run_folder`),
                    Hydra's job
     exit.py        one error line and an exit code
     help.py        `--help` without Hydra's slow group listing

@@ -32,10 +32,10 @@ def train_command(argv: list[str]) -> None:
         normalize_overrides,
         register_options,
     )
+    from rltrain.run_folder.argv import HYDRA_FLAGS, arg_value, budget, is_multirun, with_overrides
+    from rltrain.run_folder.claim import check_writable, claim_run_dir, with_run_dir
+    from rltrain.run_folder.find import resume_run_dir, with_saved_choices
     from rltrain.sweep.plugins import check_plugins
-    from rltrain.target.argv import HYDRA_FLAGS, arg_value, budget, is_multirun, with_overrides
-    from rltrain.target.folder import check_writable, claim_run_dir, with_run_dir
-    from rltrain.target.resume import resume_run_dir, with_saved_choices
 
     argv = with_saved_choices(normalize_overrides(argv))  # resume=: the run's algo=, env=, ...
     world = world_from_env()
@@ -77,7 +77,7 @@ def _train_in(argv: list[str], collective: Solo, target: Path, created: list[Pat
     `created` (the folders this command made): only Hydra's record and the log of a failure
     already on the console would be in them."""
     # start-up: `rltrain list` imports this module; it needs no run folder helpers
-    from rltrain.runner.ownership import check_target, clear_failed_start, remove_empty, run_lock
+    from rltrain.run_folder.lock import check_target, clear_failed_start, remove_empty, run_lock
 
     cleared = False
     try:
@@ -98,7 +98,7 @@ def _train_ranks(argv: list[str], world: World) -> None:
     and removes the folders it created when the job fails before its first step."""
     # start-up: torch and torch.distributed only under torchrun (`rltrain list` imports this module)
     from rltrain import launch
-    from rltrain.target.argv import arg_value, budget
+    from rltrain.run_folder.argv import arg_value, budget
 
     hydra_args, collective, target, created = launch.ranks(world, argv)
     try:

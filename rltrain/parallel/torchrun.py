@@ -22,11 +22,11 @@ from rltrain.config.compose import compose_train_config
 from rltrain.config.registry import get_algo_spec
 from rltrain.errors import TrainingError, UserError
 from rltrain.parallel.world import Solo, World
-from rltrain.runner.ownership import check_target
+from rltrain.run_folder.argv import arg_value, budget
+from rltrain.run_folder.claim import claim_run_dir, with_run_dir
+from rltrain.run_folder.find import resume_run_dir, resumed_config
+from rltrain.run_folder.lock import check_target
 from rltrain.runner.setup import check_data_parallel, resolve_device
-from rltrain.target.argv import arg_value, budget
-from rltrain.target.folder import claim_run_dir, with_run_dir
-from rltrain.target.resume import resume_run_dir, resumed_config
 
 POINTERS = Path("outputs") / ".torchrun"
 """Where rank 0 notes each job's run folder, for a restarted group to find it."""

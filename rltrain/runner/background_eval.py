@@ -19,7 +19,7 @@ from rltrain.evaluation.background import (
     wanted,
 )
 from rltrain.runner.guards import check_weights
-from rltrain.runner.resume import make_payload
+from rltrain.runner.restore import make_payload
 
 log = logging.getLogger("rltrain")
 

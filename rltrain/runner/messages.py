@@ -48,7 +48,7 @@ def say_setup(cfg: TrainConfig, num_envs: int, resumed: bool = False) -> None:
         log.info("no tuned preset for (%s, %s)%s; using defaults (yours where you set them): %s",
                  algo_option(cfg.algo), cfg.env.id, _unused_preset(cfg),
                  defaults_that_matter(cfg, num_envs))
-    if not resumed:  # a resume refuses this case (runner/resume.py)
+    if not resumed:  # a resume refuses this case (run_folder/resume_rules.py)
         warn_idle_steps(cfg)
     warn_unused_atari(cfg)
 

@@ -25,6 +25,7 @@ from rltrain.loggers.console import ConsoleProgress
 from rltrain.loggers.norm_stats import normalizer_metrics
 from rltrain.parallel.world import SOLO, Solo
 from rltrain.report.plot import write_run_curve
+from rltrain.run_folder.lock import check_target, mark_started, run_lock
 from rltrain.runner import setup
 from rltrain.runner.background_eval import BackgroundEvals
 from rltrain.runner.callbacks import Callback, LoopState
@@ -42,8 +43,7 @@ from rltrain.runner.messages import (
 from rltrain.runner.off_policy import run_off_policy
 from rltrain.runner.on_policy import run_on_policy
 from rltrain.runner.one_run import OneRun
-from rltrain.runner.ownership import check_target, mark_started, run_lock
-from rltrain.runner.resume import make_payload, rank_part, restore, say_resumed, with_ranks
+from rltrain.runner.restore import make_payload, rank_part, restore, say_resumed, with_ranks
 from rltrain.runner.schedule import Schedule
 from rltrain.threads import torch_threads
 from rltrain.types import Metrics

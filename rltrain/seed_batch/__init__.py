@@ -15,7 +15,7 @@ seed's own generator (`rng.py`), so seed k in a batch follows the same trajector
                  algorithm has no stacked form: each seed's own member in turn, its single run
     batch.py     the seeds still training, and what each does alone (log, eval, save, fail)
     on_policy.py, off_policy.py   the loops over the batch, read top to bottom
-    folder.py    a batch folder on disk: its seeds, and what resume=<batch> continues
-    resume.py    resume=<batch folder>: every seed from where it is
+    resume.py    resume=<batch folder>: the seeds behind catch up (the folder itself is read by
+                 `rltrain.run_folder`: batch.py, batch_state.py)
     runner.py    builds the members, runs the loop, finishes each seed, writes the summary
 """

@@ -30,16 +30,17 @@ from rltrain.envs.trust import resume_command
 from rltrain.errors import UserError
 from rltrain.report.cli import write_report
 from rltrain.report.stats import bootstrap_ci, iqm
+from rltrain.run_folder.batch_state import read_batch
+from rltrain.run_folder.lock import check_target, run_lock
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.interrupt import GracefulStop, disk_full_is_one_line
 from rltrain.runner.off_policy import run_off_policy
 from rltrain.runner.on_policy import run_on_policy
-from rltrain.runner.ownership import check_target, run_lock
-from rltrain.runner.resume import say_resumed
+from rltrain.runner.restore import say_resumed
 from rltrain.runner.runner import Runner
 from rltrain.runner.setup import resolve_device, set_once
 from rltrain.seed_batch.batch import SeedBatch, seed_lines
-from rltrain.seed_batch.resume import catch_up, read_batch
+from rltrain.seed_batch.resume import catch_up
 from rltrain.seed_batch.rng import SeedStreams
 
 log = logging.getLogger("rltrain")
@@ -126,8 +127,9 @@ class SeedRunner:
                 config_of: Callable[[dict[str, Any]], TrainConfig], *,
                 stop_line: bool = True) -> SeedRunner:
         """The batch in `folder` continued into `run_dir`, every seed from where it is
-        (`seed_batch/resume.py`; `config_of(saved config dict)`: the config a seed's resume trains
-        with, its overrides checked; `stop_line` as `SeedRunner`'s)."""
+        (`run_folder/batch_state.py` reads it, `seed_batch/resume.py` catches up the seeds behind;
+        `config_of(saved config dict)`: the config a seed's resume trains with, its overrides
+        checked; `stop_line` as `SeedRunner`'s)."""
         state = read_batch(folder, config_of)
         log.info("resuming the batch in %s: seeds %s", folder, ", ".join(map(str, state.members)))
         first = next(iter(state.members.values()))[0]
@@ -228,7 +230,7 @@ class SeedRunner:
     def _record_seeds(self) -> None:
         """A batch started from Python (no `.hydra/` record of its own, which the command line
         copies into each seed's folder) records the batch's config in its folder, so that
-        `resume=<batch>` finds its seeds (`seed_batch/folder.py`), and each seed's config in the
+        `resume=<batch>` finds its seeds (`run_folder/batch.py`), and each seed's config in the
         seed's, so that `rltrain report` groups the seeds as one experiment."""
         root = RunDir(self.run_dir)
         if root.is_hydra_run():

@@ -1,7 +1,7 @@
 """The `+hpo=` search this process runs: the lock of its study's folder and its stop handling.
 
 One live search per study: a search holds the lock of its SQLite study's folder (the run-folder
-lock of `rltrain.runner.ownership`), and a second search of the same study is refused in one
+lock of `rltrain.run_folder.lock`), and a second search of the same study is refused in one
 line. A stop (SIGINT, SIGTERM, a trial's `STOP` file) at any moment of a search exits with 128 +
 the signal (0 for `STOP`) and one line saying how to continue; never a traceback, and never a
 lost trial.
@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.errors import DiskFull, UserError
-from rltrain.runner.ownership import check_not_live, run_lock
+from rltrain.run_folder.lock import check_not_live, run_lock
 
 log = logging.getLogger("rltrain")
 

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, read_write
 
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.errors import UserError
-from rltrain.runner.ownership import check_not_live
+from rltrain.run_folder.lock import check_not_live
 from rltrain.sweep.search import SEARCH
 
 log = logging.getLogger("rltrain")

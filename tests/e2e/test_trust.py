@@ -273,7 +273,7 @@ def test_a_lock_taken_as_a_failed_start_removes_the_folder_is_still_taken(tmp_pa
     """Two commands into one folder: the first fails before its first step and removes the
     folder it created (after releasing its lock) just as the second's `run_lock` made it and
     opens the lock file there. The second makes the folder again, instead of a traceback."""
-    from rltrain.runner import ownership
+    from rltrain.run_folder import lock
 
     run = tmp_path / "a" / "run"
     made = Path.mkdir
@@ -282,10 +282,10 @@ def test_a_lock_taken_as_a_failed_start_removes_the_folder_is_still_taken(tmp_pa
         made(self, *args, **kwargs)
         if self == run and not hasattr(mkdir_then_removed, "done"):
             mkdir_then_removed.done = True
-            ownership.remove_empty([run, run.parent])  # the other command's cleanup, in between
+            lock.remove_empty([run, run.parent])  # the other command's cleanup, in between
 
     monkeypatch.setattr(Path, "mkdir", mkdir_then_removed)
-    with ownership.run_lock(run):
+    with lock.run_lock(run):
         assert (run / ".lock").is_file()
     assert mkdir_then_removed.done
 
@@ -319,13 +319,13 @@ def test_a_dangling_lock_link_is_one_line_not_a_hang(tmp_path):
     """`.lock` a link to a path that cannot exist: the retry for a vanished folder must not
     spin (the folder is there), and the refusal names the file."""
     from rltrain.errors import UserError
-    from rltrain.runner import ownership
+    from rltrain.run_folder import lock
 
     run = tmp_path / "run"
     run.mkdir()
     (run / ".lock").symlink_to(tmp_path / "no_such_dir" / "lockfile")
     with pytest.raises(UserError, match=r"cannot open the lock file .*run/\.lock"):
-        with ownership.run_lock(run):
+        with lock.run_lock(run):
             pass
 
 
@@ -358,7 +358,7 @@ def test_eval_of_an_env_that_returns_inf_rewards_is_one_line(trained, tmp_path, 
 
 def test_a_live_run_in_another_process_locks_its_folder(tmp_path, monkeypatch, capfd):
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from rltrain.runner.ownership import run_lock\n"
+        "import sys, time; from pathlib import Path; from rltrain.run_folder.lock import run_lock\n"
         "with run_lock(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(60)"),
         str(tmp_path / "live")], stdout=subprocess.PIPE, text=True)
     try:

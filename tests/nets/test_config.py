@@ -14,7 +14,7 @@ from rltrain.errors import UserError
 from rltrain.nets.config import ACTIVATION_NAMES, RECURRENT_CORES, NetConfig
 from rltrain.nets.mlp import ACTIVATIONS
 from rltrain.nets.recurrent import CORES
-from rltrain.runner.resume import resume_config
+from rltrain.run_folder.resume_rules import resume_config
 from tests.conftest import preset_values
 
 SAVED_ARGS = ["algo=sac", "env=Pendulum-v1"]

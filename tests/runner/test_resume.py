@@ -1,5 +1,5 @@
-"""Resuming: a run stopped and resumed logs exactly what an uninterrupted run logs; the config
-rules of `resume=`; determinism across runs."""
+"""Resuming: a run stopped and resumed logs exactly what an uninterrupted run logs; determinism
+across runs (the config rules of `resume=` are tests/run_folder/test_resume_rules.py)."""
 
 from __future__ import annotations
 
@@ -10,29 +10,20 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rltrain.algos.configs.sac import SACConfig
 from rltrain.checkpoint import format as checkpoint
-from rltrain.config.overrides import compose_checked
 from rltrain.config.schema import (
     CheckpointConfig,
     EnvConfig,
     EvalConfig,
     LoggerConfig,
     TrainConfig,
-    config_to_dict,
 )
-from rltrain.config.validation import to_train_config, validate
+from rltrain.config.validation import validate
 from rltrain.errors import UserError
-from rltrain.runner.resume import (
-    Restored,
-    find_resume_checkpoint,
-    resume_config,
-    run_dir_of,
-    say_resumed,
-)
+from rltrain.runner.restore import Restored, say_resumed
 from rltrain.runner.runner import Runner
 from tests.test_checkpoint import assert_same
 
@@ -203,115 +194,6 @@ def test_same_seed_gives_identical_runs_and_another_seed_differs(tmp_path, tiny_
     weights = [checkpoint.load(run / "checkpoints" / "final.pt")["algo"]["policy"]
                for run in (first, tmp_path / "other")]
     assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
-
-
-# ---- the config rules of `resume=` ------------------------------------------------------------
-
-SAVED_ARGS = ["env=CartPole-v1"]
-
-
-@pytest.fixture(scope="module")
-def saved() -> dict:
-    """The config dict a checkpoint of `rltrain env=CartPole-v1` holds (tuned preset applied)."""
-    return config_to_dict(to_train_config(compose_checked("config", SAVED_ARGS)))
-
-
-def resume_with(saved: dict, overrides: list[str]) -> TrainConfig:
-    """What `rltrain resume=<run> <overrides>` trains (as the CLI composes it)."""
-    composed = OmegaConf.to_container(compose_checked("config", [*SAVED_ARGS, *overrides]),
-                                      resolve=True)
-    return resume_config(saved, composed, ["resume=/some/run", *overrides])
-
-
-def test_resume_applies_budget_logging_eval_and_checkpoint_overrides(saved):
-    cfg = resume_with(saved, ["total_timesteps=2e5", "logger.log_freq=7", "eval.episodes=3",
-                              "checkpoint.freq=99", "progress=plain", "logger=none"])
-    assert cfg.total_timesteps == 2e5 and cfg.progress == "plain"
-    assert (cfg.eval.episodes, cfg.checkpoint.freq) == (3, 99)
-    assert not cfg.logger.tensorboard and cfg.logger.csv  # logger=none keeps metrics.csv
-    assert config_to_dict(cfg)["algo"] == saved["algo"]
-    assert config_to_dict(cfg)["env"] == saved["env"]
-
-
-@pytest.mark.parametrize("override", ["algo.lr=1e-3", "env=cartpole", "algo=ppo", "seed=0",
-                                      "env.id=CartPole-v1", "tuned=ppo_cartpole"])
-def test_resume_accepts_an_override_that_restates_the_saved_value(saved, override):
-    """`env.id=` restated comes with the `~tuned` that normalize_overrides adds beside it: it
-    was refused as "selects a preset"."""
-    from rltrain.config.compose import normalize_overrides
-
-    cfg = resume_with(saved, normalize_overrides([override]))
-    assert config_to_dict(cfg)["algo"] == saved["algo"] and cfg.seed == saved["seed"]
-
-
-@pytest.mark.parametrize(("override", "fragment"), [
-    ("algo.lr=0.5", "(algo.lr: 0.001 -> 0.5)"),
-    ("env=Acrobot-v1", "(env: 'CartPole-v1' -> 'Acrobot-v1')"),
-    ("env.num_envs=4", "(env.num_envs: 8 -> 4)"),
-    ("seed=3", "(seed: 0 -> 3)"),
-    ("algo=a2c", "(algo: 'ppo' -> 'a2c')"),
-    ("tuned=ppo_pendulum", "(tuned: 'ppo_cartpole' -> 'ppo_pendulum')"),
-])
-def test_resume_refuses_an_override_that_changes_the_experiment(saved, override, fragment):
-    with pytest.raises(UserError) as err:
-        resume_with(saved, [override])
-    message = str(err.value)
-    assert message.startswith(f"resume: `{override}` would change the experiment {fragment}")
-    assert "total_timesteps" in message and "\n" not in message
-
-
-@pytest.mark.parametrize("override", ["debug=smoke"])
-def test_resume_refuses_a_preset_group_instead_of_silently_ignoring_it(saved, override):
-    # a preset sets many fields at once (smoke: the budget); the saved config holds no value to
-    # compare it with (`tuned=` it does: its `preset`)
-    with pytest.raises(UserError, match=rf"^resume: `{override}` selects a preset, which cannot "
-                                        "be applied to a resumed run; only total_timesteps"):
-        resume_with(saved, [override])
-
-
-def test_resume_auto_finds_only_an_unfinished_run(tmp_path):
-    assert find_resume_checkpoint("auto", tmp_path) is None  # nothing there yet
-    latest = checkpoint.save({"config": {}}, tmp_path / "checkpoints" / "latest.pt")
-    assert find_resume_checkpoint("auto", tmp_path) == latest
-    checkpoint.save({"config": {}}, tmp_path / "checkpoints" / "final.pt")
-    assert find_resume_checkpoint("auto", tmp_path) is None  # finished: start afresh
-    assert find_resume_checkpoint(str(tmp_path), Path(".")) == latest
-    assert run_dir_of(latest) == tmp_path
-    assert run_dir_of(tmp_path / "elsewhere.pt") == tmp_path
-
-
-DECAYING = ["algo=sac", "env=Pendulum-v1", "total_timesteps=1000",
-            "algo.lr_decay_steps=${total_timesteps}"]
-
-
-def decaying_resume(overrides: list[str]) -> TrainConfig:
-    """`resume_with` for a SAC run whose rate decayed to 0 over its 1000 steps."""
-    saved = config_to_dict(to_train_config(compose_checked("config", DECAYING)))
-    composed = OmegaConf.to_container(compose_checked("config", [*DECAYING, *overrides]),
-                                      resolve=True)
-    return resume_config(saved, composed, ["resume=/some/run", *overrides])
-
-
-def test_a_budget_past_a_finished_decay_to_zero_is_refused_naming_the_fix():
-    """The saved config holds `${total_timesteps}` resolved (1000): a resume to 2000 trained its
-    last 1000 steps at a learning rate of 0, learning nothing, without a word."""
-    with pytest.raises(UserError) as err:
-        decaying_resume(["total_timesteps=2000"])
-    assert str(err.value) == (
-        "resume: total_timesteps=2000 goes past algo.lr_decay_steps=1000, where the learning rate "
-        "reaches algo.lr_final=0: the steps after it would learn nothing; add "
-        "algo.lr_decay_steps=2000 to stretch the decay over the new budget, or "
-        "algo.lr_final=<rate> to go on at that rate")
-
-
-@pytest.mark.parametrize(("overrides", "decay", "final"), [
-    (["total_timesteps=2000", "algo.lr_decay_steps=${total_timesteps}"], 2000, 0.0),
-    (["total_timesteps=2000", "algo.lr_final=1e-5"], 1000, 1e-5),
-    (["total_timesteps=800"], 1000, 0.0),  # a shorter budget: nothing trains at 0
-])
-def test_the_decay_may_change_with_the_budget_when_resuming(overrides, decay, final):
-    cfg = decaying_resume(overrides)
-    assert (cfg.algo.lr_decay_steps, cfg.algo.lr_final) == (decay, final)
 
 
 def test_how_a_resume_went_is_one_line_per_outcome_naming_a_batchs_seeds(caplog):

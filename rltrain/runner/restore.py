@@ -1,4 +1,5 @@
-"""Checkpoint payloads of a run, restoring one, and the config rules of `resume=`."""
+"""Checkpoint payloads of a run and restoring one: a run's loop context written into a payload,
+and read back from one (the config rules of `resume=` are `run_folder/resume_rules.py`)."""
 
 from __future__ import annotations
 
@@ -11,25 +12,15 @@ import torch
 from rltrain import obs as obs_ops
 from rltrain.checkpoint import format as checkpoint
 from rltrain.checkpoint.payload import RESUME, check_fits, check_payload
-from rltrain.checkpoint.run_dir import RunDir
 from rltrain.config.schema import TrainConfig
-from rltrain.config.validation import to_train_config
 from rltrain.envs.atari import check_frame_layout
 from rltrain.envs.make import load_resume_state, resume_state
-from rltrain.envs.trust import named_code, require_named
 from rltrain.errors import UserError
 from rltrain.evaluation.agent import load_algo
 from rltrain.runner.context import LoopContext
 from rltrain.runner.schedule import Schedule
 
 log = logging.getLogger("rltrain")
-
-# Overrides that may change when resuming: budgets, logging, evaluation and checkpoint cadence.
-RESUMABLE = ("total_timesteps", "progress", "device", "torch_threads", "logger", "eval",
-             "checkpoint", "resume", "hydra")
-SCHEDULE = ("algo.lr_decay_steps", "algo.lr_final")
-"""The off-policy learning-rate schedule, which may change with the budget when resuming (the
-saved config holds it resolved: `${total_timesteps}` does not follow a new budget by itself)."""
 
 
 def make_payload(ctx: LoopContext, schedule: Schedule, config: dict[str, Any],
@@ -189,91 +180,3 @@ def _restore_replay(ctx: LoopContext, saved: dict[str, Any] | None) -> None:
         log.info("replay buffer restored: %s transitions", f"{ctx.replay.size:,}")
     elif ctx.state.global_step > 0:
         log.info("replay buffer starts empty (checkpoint.save_buffer=false): resume is not bit-for-bit")
-
-
-def resume_config(saved: dict[str, Any], composed: dict[str, Any], overrides: list[str],
-                  source: str = "the checkpoint") -> TrainConfig:
-    """The saved config with the harmless overrides applied; refuse any that change the experiment.
-
-    Code the saved env names (a module) must be named again in `overrides` (`envs/trust.py`).
-    """
-    env = saved.get("env")
-    require_named(env if isinstance(env, dict) else {}, named_code(overrides), source)
-    merged = dict(saved)
-    for item in overrides:
-        key = item.lstrip("+~").split("=", 1)[0]
-        top = key.split(".")[0].split("/")[0]
-        if key in ("env.import", "env.imports"):  # names trusted code; checked just above
-            continue
-        if item == "~tuned":  # added beside a repeated env.id= (normalize_overrides): a resume
-            continue          # applies no preset anyway
-        if key in SCHEDULE and _get(saved, key) is not _ABSENT \
-                and _get(composed, key) is not _ABSENT:
-            merged["algo"] = {**merged["algo"], key.split(".")[1]: _get(composed, key)}
-            continue
-        if top not in RESUMABLE:
-            old, new = _get(saved, key), _get(composed, key)
-            only = (f"only {', '.join(RESUMABLE[:-2])} and the learning-rate decay "
-                    f"({', '.join(SCHEDULE)}) may change when resuming")
-            if old is _ABSENT and new is _ABSENT:  # a preset group (debug=, tuned=): not a value
-                raise UserError(f"resume: `{item}` selects a preset, which cannot be applied to a "
-                                f"resumed run; {only}")
-            if old != new:
-                old, new = (None if v is _ABSENT else v for v in (old, new))
-                raise UserError(
-                    f"resume: `{item}` would change the experiment ({key}: {old!r} -> {new!r}); "
-                    f"{only}")
-            continue
-        if top in composed and top != "hydra":
-            merged[top] = composed[top]
-    cfg = to_train_config(merged, here=True)  # a resumed run trains on this machine
-    _check_decay_covers(saved, cfg)
-    return cfg
-
-
-def _check_decay_covers(saved: dict[str, Any], cfg: TrainConfig) -> None:
-    """Refuse a budget that goes on past a learning-rate decay to 0 which covered the run (its
-    `${total_timesteps}`, resolved when the run started): the steps after it would learn
-    nothing."""
-    steps, final = getattr(cfg.algo, "lr_decay_steps", 0), getattr(cfg.algo, "lr_final", None)
-    before = saved.get("total_timesteps")
-    if not steps or final != 0 or not isinstance(before, (int, float)):
-        return
-    if before <= steps < cfg.total_timesteps:
-        raise UserError(
-            f"resume: total_timesteps={cfg.total_timesteps:g} goes past algo.lr_decay_steps="
-            f"{steps:g}, where the learning rate reaches algo.lr_final=0: the steps after it "
-            f"would learn nothing; add algo.lr_decay_steps={cfg.total_timesteps:g} to stretch "
-            f"the decay over the new budget, or algo.lr_final=<rate> to go on at that rate")
-
-
-_ABSENT = object()  # a key that is not in the config (as opposed to one set to None)
-
-
-def _get(cfg: dict[str, Any], key: str) -> Any:
-    node: Any = cfg
-    if key in ("algo", "env", "tuned"):  # a group choice: compare what it selects
-        key = {"algo": "algo.name", "env": "env.id", "tuned": "preset"}[key]
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return _ABSENT
-        node = node[part]
-    return node
-
-
-def find_resume_checkpoint(resume: str, run_dir: Path) -> Path | None:
-    """The checkpoint `resume=` points at; `auto` means this run dir's latest.pt, if any."""
-    if resume == "auto":
-        paths = RunDir(run_dir)
-        return paths.latest if paths.latest.is_file() and not paths.final.exists() else None
-    return checkpoint.resolve(resume)
-
-
-def run_dir_of(ckpt: Path) -> Path:
-    """`<run>` for `<run>/checkpoints/x.pt`."""
-    return RunDir.of_checkpoint(ckpt).root
-
-
-def load_for_resume(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
-    """Load a checkpoint to resume from (same checks as any load)."""
-    return checkpoint.load(path, map_location=device)

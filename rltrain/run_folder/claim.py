@@ -1,7 +1,7 @@
 """Where a training run writes: the run folder of a command line, checked before Hydra starts.
 
 A single run gets `hydra.run.dir=` or a fresh `outputs/<date>/<time>[-k]` claimed atomically; a
-resumed run continues in its checkpoint's folder (`target/resume.py`). Folders that cannot be
+resumed run continues in its checkpoint's folder (`run_folder/find.py`). Folders that cannot be
 written and full disks are refused here, in one line, before Hydra's own first writes.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rltrain.checkpoint.run_dir import claim_default_run_dir, day_folder
 from rltrain.errors import TrainingError, UserError
-from rltrain.target.argv import (
+from rltrain.run_folder.argv import (
     HYDRA_FLAGS,
     arg_value,
     hydra_quoted,
@@ -42,9 +42,9 @@ def single_run_dir(argv: list[str]) -> Path | None:
 def claim_run_dir(argv: list[str]) -> tuple[Path | None, list[Path]]:
     """(`single_run_dir(argv)`, the folders claiming it created: the run folder and those of its
     parents that did not exist, innermost first), so that a run failing before its first step
-    can leave none of them (`runner.ownership.clear_failed_start`). ([]: nothing to remove.)"""
+    can leave none of them (`run_folder.lock.clear_failed_start`). ([]: nothing to remove.)"""
     # start-up: only once a run folder is claimed (--help and refused command lines claim none)
-    from rltrain.runner.ownership import new_folders
+    from rltrain.run_folder.lock import new_folders
 
     given = arg_value(argv, "hydra.run.dir")
     # Hydra's default outputs/<date>/<time> is created by single_run_dir, with its parents

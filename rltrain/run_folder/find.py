@@ -15,8 +15,8 @@ import yaml
 from rltrain.checkpoint.run_dir import HYDRA, RunDir
 from rltrain.config.compose import composed_dict, normalize_overrides, register_options
 from rltrain.config.overrides import first_of_sweeps
-from rltrain.seed_batch.folder import batch_overrides, batch_seeds, resumable_seeds
-from rltrain.target.argv import arg_value, hydra_quoted, is_override
+from rltrain.run_folder.argv import arg_value, hydra_quoted, is_override
+from rltrain.run_folder.batch import batch_overrides, batch_seeds, resumable_seeds
 
 
 def resume_run_dir(argv: list[str]) -> list[str]:
@@ -32,8 +32,8 @@ def resume_run_dir(argv: list[str]) -> list[str]:
         return [f"hydra.run.dir={hydra_quoted(str(Path(value)))}",
                 f"hydra.output_subdir={HYDRA}/resume"]
     # start-up: torch (and the run-folder helpers) only when resuming
-    from rltrain.runner.ownership import check_not_live
-    from rltrain.runner.resume import find_resume_checkpoint
+    from rltrain.run_folder.lock import check_not_live
+    from rltrain.run_folder.resume_checkpoint import find_resume_checkpoint
 
     if Path(value).is_dir():  # a live run may have no checkpoint yet: say that it is live
         check_not_live(Path(value))
@@ -70,7 +70,7 @@ def _resume_auto_run(argv: list[str]) -> list[str]:
     target = arg_value(argv, "hydra.run.dir")
     paths = RunDir(Path(target)) if target and "${" not in target else None
     if paths is None or not paths.latest.is_file() or paths.final.exists():
-        return []  # (as `runner.resume.find_resume_checkpoint("auto", ...)` finds nothing)
+        return []  # (as `resume_checkpoint.find_resume_checkpoint("auto", ...)` finds nothing)
     _check_resume(paths.latest, argv)
     return [f"hydra.output_subdir={HYDRA}/resume"]
 
@@ -122,7 +122,7 @@ def _checkpoint_algo(target: Path) -> list[str]:
         # start-up: torch only when resuming (a new run's command line imports none)
         from rltrain.checkpoint import format as checkpoint
         from rltrain.checkpoint.payload import RESUME
-        from rltrain.runner.resume import find_resume_checkpoint
+        from rltrain.run_folder.resume_checkpoint import find_resume_checkpoint
 
         ckpt = find_resume_checkpoint(str(target), Path("."))
         algo = checkpoint.load(ckpt, require=RESUME)["config"]["algo"]
@@ -149,7 +149,7 @@ def resumed_config(argv: list[str]) -> Any:
     if not value or value == "auto":
         return None
     # start-up: torch only when resuming (a new run's command line imports none)
-    from rltrain.runner.resume import find_resume_checkpoint
+    from rltrain.run_folder.resume_checkpoint import find_resume_checkpoint
 
     if batch_seeds(value):
         return None
@@ -165,7 +165,7 @@ def _check_resume(ckpt: Path, argv: list[str]) -> Any:
     # start-up: torch only when resuming (a new run's command line imports none)
     from rltrain.checkpoint import format as checkpoint
     from rltrain.checkpoint.payload import RESUME
-    from rltrain.runner.resume import resume_config
+    from rltrain.run_folder.resume_rules import resume_config
 
     saved = checkpoint.load(ckpt, require=RESUME)["config"]  # a damaged file fails first, fast
     overrides = first_of_sweeps([a for a in argv if is_override(a)])  # not `--cfg job`'s `job`
