@@ -11,10 +11,10 @@ seed's own generator (`rng.py`), so seed k in a batch follows the same trajector
 
     rng.py       one random stream per seed; the process-wide generators swapped in per seed
     view.py      seed k of a stacked algorithm, as its Runner reads it (no copies kept)
-    members.py   seeds whose networks cannot be stacked (recurrent, gSDE, images), or whose
-                 algorithm has no stacked form: each seed's own member in turn, its single run
-    batch.py     the seeds still training, and what each does alone (log, eval, save, fail)
-    on_policy.py, off_policy.py   the loops over the batch, read top to bottom
+    batch.py     the seeds still training, as the loops of `runner/` train them (a single
+                 run is a batch of one there), and what each does alone (log, eval, save,
+                 fail); seeds whose networks cannot be stacked run their own algorithms in
+                 turn (`runner/members.py`)
     resume.py    resume=<batch folder>: the seeds behind catch up (the folder itself is read by
                  `rltrain.run_folder`: batch.py, batch_state.py)
     runner.py    builds the members, runs the loop, finishes each seed, writes the summary
