@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from rltrain import launch
 from rltrain.algos.configs.base import AlgoConfig
 from rltrain.checkpoint.run_dir import require_writable
-from rltrain.config.compose import compose_train_config, composed_dict, normalize_overrides
+from rltrain.config.compose import Composed, compose_job, composed_dict, normalize_overrides
 from rltrain.config.overrides import explain, first_of_sweeps
 from rltrain.config.schema import TrainConfig
 from rltrain.config.validation import validate
@@ -60,7 +60,7 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     # algorithm's fields, as on the command line (they were "unknown" against PPO's)
     given = (None if isinstance(overrides, TrainConfig)
              else with_saved_choices([str(o) for o in overrides or []]))
-    cfg = _config(overrides if given is None else given)
+    cfg, composed = _config(overrides if given is None else given)
     if not _BUSY.acquire(blocking=False):
         raise UserError("train() is already running in another thread of this process; rltrain "
                         "is not thread-safe (Hydra's global state, the process's random "
@@ -68,7 +68,7 @@ def train(overrides: list[str] | TrainConfig | None = None, run_dir: str | Path 
     try:
         with guest(console=True):
             try:
-                result = _train(cfg, given, run_dir, algo, callbacks)
+                result = _train(cfg, given, run_dir, algo, callbacks, composed)
             except SystemExit as exc:  # a trial's seed stopped by a signal (run_seeds exits
                 signum = exc.code - 128 if isinstance(exc.code, int) else 0  # as the CLI)
                 if signum not in (signal.SIGINT, signal.SIGTERM):
@@ -93,9 +93,10 @@ def _pass_on_signal(result: dict[str, Any]) -> None:
 
 
 def _train(cfg: TrainConfig, given: list[str] | None, run_dir: str | Path | None, algo: Any,
-           callbacks: dict[str, list] | None) -> dict[str, Any]:
-    """`train` of a validated config (`given`: its override list, None for a `TrainConfig`):
-    the job's folder picked, then the job run by `launch.run` as the command line runs it."""
+           callbacks: dict[str, list] | None, composed: Composed | None) -> dict[str, Any]:
+    """`train` of a validated config (`given`: its override list, None for a `TrainConfig`;
+    `composed`: its composition, when `_config` composed it): the job's folder picked, then the
+    job run by `launch.run` as the command line runs it."""
     if run_dir is not None:  # fixed now: a chdir of the caller's mid-run must not split the run
         run_dir = Path(run_dir).absolute()
     where = Path(run_dir) if run_dir is not None else None if cfg.resume else Path("outputs")
@@ -106,7 +107,8 @@ def _train(cfg: TrainConfig, given: list[str] | None, run_dir: str | Path | None
     # new outputs/<date>/<time>, as on the command line
     folder = run_dir or (launch.resumed_folder(resumed) if resumed else default_run_dir())
     normalized = normalize_overrides(given or [])
-    job = launch.Job(folder, lambda: cfg, given, lambda: composed_dict(normalized), hydra=False,
+    job = launch.Job(folder, lambda: cfg, given, lambda: composed_dict(normalized, composed),
+                     hydra=False,
                      algo=algo, callbacks=callbacks)
     try:
         return launch.run(job, cfg.resume).result
@@ -116,8 +118,10 @@ def _train(cfg: TrainConfig, given: list[str] | None, run_dir: str | Path | None
         raise
 
 
-def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
-    """The validated config of `train`'s argument; `UserError` for what it cannot do."""
+def _config(overrides: list[str] | TrainConfig | None) -> tuple[TrainConfig, Composed | None]:
+    """The validated config of `train`'s argument, and its composition when composed here (an
+    override list of a new run); `UserError` for what it cannot do."""
+    composed = None
     if isinstance(overrides, TrainConfig):
         if not isinstance(overrides.algo, AlgoConfig):
             raise UserError("train(TrainConfig(...)) needs algo=<an algorithm config>, e.g. "
@@ -138,11 +142,14 @@ def _config(overrides: list[str] | TrainConfig | None) -> TrainConfig:
                             "in Python, call train() once per value (or num_seeds=N for seeds)")
         # resume=<run>: checked against the saved config, as `rltrain resume=` does (as a new
         # run's, the overrides were checked against the default env's preset)
-        cfg = resumed_config(given) or compose_train_config(given)
+        cfg = resumed_config(given)
+        if cfg is None:
+            composed = compose_job(given)
+            cfg = copy.deepcopy(composed.train_cfg)
     if cfg.resume and isinstance(overrides, TrainConfig):
         raise UserError(f"train(TrainConfig(resume={cfg.resume!r})): a resume checks what its "
                         f"overrides change; give them as a list, [..., 'resume=<run>']")
-    return cfg
+    return cfg, composed
 
 
 def _check_types(cfg: TrainConfig) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from rltrain.checkpoint import format as checkpoint
 from rltrain.checkpoint.run_dir import RunDir
-from rltrain.config.compose import normalize_overrides
+from rltrain.config.compose import Composed, normalize_overrides
 from rltrain.config.schema import TrainConfig, config_to_dict
 from rltrain.errors import UserError
 from rltrain.loggers.run_log import log_to
@@ -219,10 +219,11 @@ def trial(cfg: TrainConfig, job: Job) -> Outcome:
     return Outcome(json.loads(paths.seeds_summary.read_text()), None)
 
 
-def ranks(world: World, argv: list[str] | None) -> tuple[list[str], Solo, Path | None, list[Path]]:
+def ranks(world: World, argv: list[str] | None,
+          ) -> tuple[list[str], Solo, Path | None, list[Path], Composed | None]:
     """`torchrun --nproc_per_node=N -m rltrain <argv>`: this rank of the data-parallel job, as
     `parallel.torchrun.prepare` sets it up (this rank's Hydra arguments, the job's collectives,
-    the run folder rank 0 locks, the folders it created). `train()` (no `argv`) is refused: it
+    the run folder rank 0 locks, the folders it created, the configuration it checked). `train()` (no `argv`) is refused: it
     trains in its caller's one process, and a torchrun job is one process per rank."""
     if argv is None:
         raise UserError(f"train() under torchrun (WORLD_SIZE={world.size}) would train "

@@ -12,7 +12,12 @@ from omegaconf import OmegaConf
 
 from rltrain.algos.configs.ppo import PPOConfig
 from rltrain.checks import check_device
-from rltrain.config.compose import compose_train_config, normalize_overrides, train_config_of
+from rltrain.config.compose import (
+    compose_job,
+    compose_train_config,
+    normalize_overrides,
+    train_config_of,
+)
 from rltrain.config.overrides import (
     check_overrides,
     compose_checked,
@@ -351,7 +356,7 @@ def test_sweep_variants_give_every_other_value_once_and_long_number_sweeps_by_th
 
 
 @pytest.mark.parametrize(("sweep", "message"), [
-    (["algo=ppo,dqnn"], "unknown algo 'dqnn': did you mean dqn?"),
+    (["algo=ppo,dqnn"], "unknown algo 'dqnn': did you mean dqn or qrdqn?"),
     (["seed=0,1,-5"], "seed=-5 must be in [0, 4294967295]"),
     (["seed=range(0,1000)", "algo.lr=1e-3,-1"], "algo.lr=-1.0 must be a finite number > 0"),
     (["algo.lr=1e-3,nan"], "algo.lr=nan must be a finite number > 0"),
@@ -456,9 +461,12 @@ def test_a_single_cli_run_validates_and_checks_its_env_once(counted, tmp_path, m
 
 
 def test_a_job_composing_other_values_validates_its_own_config(counted):
-    checked = compose_train_config(["seed=0,1", "env=CartPole-v1"])
+    composed = compose_job(["seed=0,1", "env=CartPole-v1"])
+    checked = composed.train_cfg
     assert (checked.seed, counted["validate"]) == (0, 1)
-    same = train_config_of(compose("seed=0", "env=CartPole-v1"))  # a single run: reused
+    same = train_config_of(compose("seed=0", "env=CartPole-v1"), composed)  # a single run: reused
     assert same == checked and same is not checked and counted["validate"] == 1
-    other = train_config_of(compose("seed=1", "env=CartPole-v1"))  # the second job of a sweep
+    other = train_config_of(compose("seed=1", "env=CartPole-v1"), composed)  # a sweep's 2nd job
     assert other.seed == 1 and counted["validate"] == 2
+    alone = train_config_of(compose("seed=0", "env=CartPole-v1"))  # nothing handed over
+    assert alone == checked and counted["validate"] == 3

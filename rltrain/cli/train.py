@@ -20,6 +20,8 @@ from rltrain.parallel.world import SOLO, Solo, World, world_from_env
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+    from rltrain.config.compose import Composed
+
 log = logging.getLogger("rltrain")
 
 
@@ -28,7 +30,7 @@ def train_command(argv: list[str]) -> None:
     # start-up: Hydra and yaml only for a training command line (not for `rltrain list`)
     from rltrain.config.compose import (
         check_sweep,
-        compose_train_config,
+        compose_job,
         normalize_overrides,
         register_options,
     )
@@ -57,21 +59,23 @@ def train_command(argv: list[str]) -> None:
     # resume=<run>: its overrides checked against the saved config, which they are applied to
     # (as a new run's, they were checked against the default env's preset)
     extra = resume_run_dir(argv)
+    composed = None
     if not extra and not flags:
-        compose_train_config(argv, normalized=True)  # once, here; the Hydra job reuses it
+        composed = compose_job(argv, normalized=True)  # once, here; handed to the Hydra job
         if is_multirun(argv):
-            check_sweep(argv)  # the other values of its sweeps, before the first job runs
+            check_sweep(argv, composed)  # the other values of its sweeps, before any job runs
     check_writable([*argv, *extra])
     target, created = claim_run_dir([*argv, *extra])
     if target is None:  # a multirun, --help, --cfg ...: each job's Runner guards its own folder
-        _train_task(with_overrides(argv, extra), SOLO)
+        _train_task(with_overrides(argv, extra), SOLO, composed)
         return
     argv = with_run_dir(with_overrides(argv, extra), target)
-    _train_in(argv, SOLO, target, created, arg_value(argv, "resume"), budget(argv))
+    _train_in(argv, SOLO, target, created, arg_value(argv, "resume"), budget(argv), composed)
 
 
 def _train_in(argv: list[str], collective: Solo, target: Path, created: list[Path],
-              resume: str | None, total_timesteps: float | None) -> None:
+              resume: str | None, total_timesteps: float | None,
+              composed: Composed | None) -> None:
     """The training task of `argv` into `target`, locked before Hydra writes `.hydra/` there
     and checked (`check_target`). A run that fails before its first step leaves none of
     `created` (the folders this command made): only Hydra's record and the log of a failure
@@ -84,7 +88,7 @@ def _train_in(argv: list[str], collective: Solo, target: Path, created: list[Pat
         with run_lock(target):
             check_target(target, resume, total_timesteps)
             try:
-                _train_task(argv, collective)
+                _train_task(argv, collective, composed)
             except BaseException:
                 cleared = bool(created) and clear_failed_start(target)
                 raise
@@ -100,28 +104,29 @@ def _train_ranks(argv: list[str], world: World) -> None:
     from rltrain import launch
     from rltrain.run_folder.argv import arg_value, budget
 
-    hydra_args, collective, target, created = launch.ranks(world, argv)
+    hydra_args, collective, target, created, composed = launch.ranks(world, argv)
     try:
         if target is None:
-            _train_task(hydra_args, collective)
+            _train_task(hydra_args, collective, composed)
         else:
             _train_in(hydra_args, collective, target, created, arg_value(hydra_args, "resume"),
-                      budget(argv))
+                      budget(argv), composed)
     except BaseException:  # this rank failed (fail() exits too): leave without waiting
         collective.abort()
         raise
     collective.close()
 
 
-def _train_task(argv: list[str], collective: Solo) -> None:
+def _train_task(argv: list[str], collective: Solo, composed: Composed | None = None) -> None:
     """Hand `argv` to Hydra (imported here: `rltrain list` and the error paths before it never
     pay for it), which calls `_job` once per job with the ranks of this process's torchrun job
-    (`SOLO` outside torchrun)."""
+    (`SOLO` outside torchrun) and the configuration checked before Hydra started (`composed`,
+    which a job composing the same configuration takes instead of validating it again)."""
     # start-up: Hydra only once a command line is checked (`rltrain list` and refusals never pay for it)
     import hydra
 
     def job(cfg: DictConfig) -> float:
-        return _job(cfg, collective)
+        return _job(cfg, collective, composed)
 
     app = hydra.main(version_base="1.3", config_path="pkg://rltrain.conf", config_name="config")
     with _argv(argv):
@@ -141,10 +146,10 @@ def _argv(argv: list[str]) -> Iterator[None]:
         sys.argv = saved
 
 
-def _job(cfg: DictConfig, collective: Solo) -> float:
+def _job(cfg: DictConfig, collective: Solo, composed: Composed | None) -> float:
     """One training job (a multirun calls it once per job); returns the final eval mean."""
     try:
-        return _run_job(cfg, collective)
+        return _run_job(cfg, collective, composed)
     except (UserError, TrainingError) as exc:
         if debug():
             raise
@@ -152,7 +157,7 @@ def _job(cfg: DictConfig, collective: Solo) -> float:
         raise  # unreachable: fail() exits
 
 
-def _run_job(cfg: DictConfig, collective: Solo) -> float:
+def _run_job(cfg: DictConfig, collective: Solo, composed: Composed | None) -> float:
     """The job Hydra composed, run by `launch.run` as `rltrain.train()` runs one; exit 128 +
     signal when a signal stopped it (what schedulers read; inside a search, with the line that
     continues the search)."""
@@ -169,7 +174,7 @@ def _run_job(cfg: DictConfig, collective: Solo) -> float:
 
     hydra = HydraConfig.get()
     job = launch.Job(
-        Path(hydra.runtime.output_dir), lambda: train_config_of(cfg), list(hydra.overrides.task),
+        Path(hydra.runtime.output_dir), lambda: train_config_of(cfg, composed), list(hydra.overrides.task),
         lambda: OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type,return-value]
         tune=fit_threads, collective=collective)
     with search_continues():  # a trial's full disk: the line continues the search

@@ -6,9 +6,10 @@ command line's short forms (`normalize_overrides`), registers the env options it
 checked before anything is built: the logger packages and the env (its id, the modules it
 imports, its kwargs and wrappers). Every mistake is a one-line `UserError`.
 
-Validation runs once per run: the CLI checks before Hydra starts, and Hydra's job then takes
-that result (`train_config_of`) when it composed the same config, as a single run does; a
-multirun job with other values validates its own composition.
+Validation runs once per run: the CLI checks before Hydra starts (`compose_job`) and hands the
+result to Hydra's job by argument; the job takes it (`train_config_of`) when Hydra composed the
+same config, as a single run does; a multirun job with other values validates its own. Nothing
+is kept between calls: no module-level cache.
 """
 
 from __future__ import annotations
@@ -41,15 +42,16 @@ from rltrain.errors import UserError
 
 
 @dataclass(frozen=True)
-class _Checked:
-    """The last configuration `compose_train_config` checked."""
+class Composed:
+    """A configuration composed and validated once (`compose_job`), handed to the job that runs
+    it so that the job neither composes nor validates it again."""
 
-    overrides: tuple[str, ...]  # as composed: normalized, first value of each sweep
-    composed: dict[str, Any]  # the composed config, resolved
-    train_cfg: TrainConfig  # its validated TrainConfig
-
-
-_checked: _Checked | None = None
+    overrides: tuple[str, ...]
+    """As composed: normalized, the first value of each sweep."""
+    resolved: dict[str, Any]
+    """The composed config, resolved."""
+    train_cfg: TrainConfig
+    """Its validated `TrainConfig` (kept apart: callers get copies)."""
 
 
 def normalize_overrides(argv: list[str]) -> list[str]:
@@ -74,7 +76,12 @@ def compose_train_config(overrides: list[str] | None = None, *,
 
     `normalized=True`: `overrides` already went through `normalize_overrides`.
     """
-    global _checked
+    return copy.deepcopy(compose_job(overrides, normalized=normalized).train_cfg)
+
+
+def compose_job(overrides: list[str] | None = None, *, normalized: bool = False) -> Composed:
+    """`compose_train_config`, with what the job that runs it reuses: the resolved composition
+    (`composed_dict`) and the validated config (`train_config_of`)."""
     overrides = list(overrides or [])
     if not normalized:
         overrides = normalize_overrides(overrides)
@@ -84,8 +91,7 @@ def compose_train_config(overrides: list[str] | None = None, *,
     composed = compose_naming_choices("config", first)
     train_cfg = check_composed(composed)
     resolved: Any = OmegaConf.to_container(composed, resolve=True)
-    _checked = _Checked(tuple(first), resolved, copy.deepcopy(train_cfg))
-    return train_cfg
+    return Composed(tuple(first), resolved, train_cfg)
 
 
 _NULL = re.compile(r"\+{0,2}([\w.@/-]+)=null", re.IGNORECASE)
@@ -138,16 +144,16 @@ def _refuse_schemas(overrides: list[str]) -> None:
                             f"an option: {hint} (rltrain list shows them)")
 
 
-def check_sweep(overrides: list[str]) -> None:
+def check_sweep(overrides: list[str], composed: Composed | None = None) -> None:
     """A multirun: each value of its sweeps composed and checked as its jobs will be, so
     `algo=ppo,dqnn` is one line before any job runs; then every algorithm of the sweep against
     every env of it (`algo=ppo,dqn env=Pendulum-v1`: DQN cannot handle Box actions), each env
     built once to read its action space. Expects normalized overrides with their env options
-    registered."""
+    registered; `composed`: the first values', when already checked (`compose_job`)."""
     plain = [a for a in overrides if not a.startswith("-")]
-    first = _checked.train_cfg if _checked is not None and \
-        _checked.overrides == tuple(first_of_sweeps(plain)) else \
-        check_composed(compose_checked("config", first_of_sweeps(plain)))
+    first = (composed.train_cfg if composed is not None
+             and composed.overrides == tuple(first_of_sweeps(plain))
+             else check_composed(compose_checked("config", first_of_sweeps(plain))))
     configs = [first, *(check_composed(compose_checked("config", v))
                         for v in sweep_variants(plain))]
     algos = sorted({c.algo.name for c in configs})
@@ -169,18 +175,19 @@ def _check_action_spaces(algos: list[str], envs: dict[str, Any]) -> None:
             check_action_space(algo, kind, env_id)
 
 
-def composed_dict(overrides: list[str]) -> dict[str, Any]:
+def composed_dict(overrides: list[str], composed: Composed | None = None) -> dict[str, Any]:
     """The resolved dict of `config` composed with `overrides` (normalized, without sweeps):
-    the one `compose_train_config` made for the same overrides, else composed now."""
-    if _checked is not None and _checked.overrides == tuple(overrides):
-        return copy.deepcopy(_checked.composed)
+    `composed`'s when it was made from the same overrides, else composed now."""
+    if composed is not None and composed.overrides == tuple(overrides):
+        return copy.deepcopy(composed.resolved)
     resolved: Any = OmegaConf.to_container(compose_checked("config", overrides), resolve=True)
     return resolved
 
 
-def train_config_of(cfg: DictConfig) -> TrainConfig:
-    """The validated `TrainConfig` of a config Hydra composed for a job: the one
-    `compose_train_config` checked when it is the same configuration, else validated now."""
-    if _checked is not None and OmegaConf.to_container(cfg, resolve=True) == _checked.composed:
-        return copy.deepcopy(_checked.train_cfg)
+def train_config_of(cfg: DictConfig, composed: Composed | None = None) -> TrainConfig:
+    """The validated `TrainConfig` of a config Hydra composed for a job: `composed`'s (the
+    command line's, checked before Hydra started) when it is the same configuration, else
+    validated now (a sweep's other jobs)."""
+    if composed is not None and OmegaConf.to_container(cfg, resolve=True) == composed.resolved:
+        return copy.deepcopy(composed.train_cfg)
     return to_train_config(cfg)

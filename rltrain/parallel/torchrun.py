@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from rltrain.config.compose import compose_train_config
+from rltrain.config.compose import Composed, compose_job
 from rltrain.config.registry import get_algo_spec
 from rltrain.errors import TrainingError, UserError
 from rltrain.parallel.world import Solo, World
@@ -35,14 +35,17 @@ QUIET = ["hydra.output_subdir=null", "hydra/job_logging=none", "hydra/hydra_logg
 
 
 def prepare(argv: list[str], world: World,
-            ) -> tuple[list[str], Solo, Path | None, list[Path]]:
+            ) -> tuple[list[str], Solo, Path | None, list[Path], Composed | None]:
     """(this rank's Hydra arguments, the job's collectives, the run folder for rank 0 to lock
-    and check, None on the other ranks; the folders rank 0 created for it)."""
+    and check, None on the other ranks; the folders rank 0 created for it; the configuration
+    checked here, for the job to take, None for a resume)."""
     if any(a in ("-m", "--multirun") for a in argv):
         raise UserError("a sweep (-m) under torchrun would run every job on every rank: start "
                         "torchrun per job, or sweep without torchrun (hydra/launcher=...)")
     # resume=<run>: checked against the saved config, as a plain `rltrain resume=` is
-    cfg = resumed_config(argv) or compose_train_config(argv, normalized=True)
+    resumed = resumed_config(argv)
+    composed = None if resumed else compose_job(argv, normalized=True)
+    cfg = resumed or composed.train_cfg
     check_data_parallel(cfg.algo.name, get_algo_spec(cfg.algo.name).family, world.size)
     device = resolve_device(cfg.device)
     if device.type == "cuda":  # each rank its own GPU: cuda:$LOCAL_RANK
@@ -69,8 +72,8 @@ def prepare(argv: list[str], world: World,
     argv, extra, target = sent[1]
     hydra_args = with_run_dir([*argv, *extra], target)
     if not world.is_main:
-        return [*hydra_args, *QUIET], collective, None, []
-    return hydra_args, collective, Path(target), created
+        return [*hydra_args, *QUIET], collective, None, [], composed
+    return hydra_args, collective, Path(target), created, composed
 
 
 EXIT_CODES = {UserError: 2, TrainingError: 1}
