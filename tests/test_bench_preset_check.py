@@ -26,8 +26,10 @@ that page holds about them."""
 NEVER_RUN = {
     "dqn_atari": "RL-Zoo's 1e7 agent steps with 1M of exploration: no budget that runs here in "
                  "hours gets past its exploration; not measured yet",
-    **{f"tqc_{env}": "RL-Zoo's tqc.yml values and budget, added with TQC; not measured yet"
-       for env in ("pendulum", "hopper", "halfcheetah")},
+    **{f"tqc_{env}": "RL-Zoo's tqc.yml values and budget (1M), added with TQC; not measured yet"
+       for env in ("hopper", "halfcheetah")},
+    "qrdqn_lunarlander": "RL-Zoo's qrdqn.yml values and budget (LunarLander-v2's), added with "
+                         "QR-DQN; not measured yet",
 }
 """Presets that ship a budget no run here has reached, and why."""
 
