@@ -89,7 +89,8 @@ class OnPolicyMembers:
         (`mask[k]`, `starts[k]` when given) with its own random state."""
         out = []
         for k, algo in enumerate(self.members):
-            inputs = act_inputs(seed_rows(mask, k), seed_rows(starts, k))
+            inputs = ({} if mask is None and starts is None
+                      else act_inputs(seed_rows(mask, k), seed_rows(starts, k)))
             with self.streams.as_global(k):
                 out.append(algo.act(seed_rows(obs, k), **inputs))
         action, log_prob, value = (obs_ops.stack(list(column)) for column in zip(*out, strict=True))

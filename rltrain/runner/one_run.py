@@ -23,13 +23,11 @@ class OneRun:
 
     def __init__(self, ctx: LoopContext):
         self.ctx, self.ctxs = ctx, [ctx]
+        self.fire = ctx.fire  # the Runner's own hook, called directly (5 events an env step off-policy)
         self.generators: list[torch.Generator | None] = [None]
         spec = ctx.env.spec
         self.algo: Any = (OnPolicyMembers([ctx.algo], spec) if isinstance(ctx.cfg, OnPolicyConfig)
                           else OffPolicyMembers([ctx.algo], spec, ctx.device))
-
-    def fire(self, event: str) -> None:
-        self.ctx.fire(event)
 
     def finished(self) -> bool:
         state = self.ctx.state
