@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from rltrain.algos.base import grad_norm_step, metric_rows, off_policy_lr, set_lr
 from rltrain.algos.configs.dqn import DQNConfig
@@ -18,7 +19,7 @@ from rltrain.algos.optim import adam, stacked_optimizer
 from rltrain.errors import UserError
 from rltrain.nets import seeded
 from rltrain.nets.q import QNetwork, masked_argmax
-from rltrain.nets.spec import resolve_nets
+from rltrain.nets.spec import NetSpec, resolve_nets
 from rltrain.types import EnvSpec, TransitionBatch
 
 
@@ -56,6 +57,12 @@ METRICS = ("train/q_loss", "train/mean_q", "train/td_target_mean", "train/grad_n
 """What `DQN.update` measures on the device, in this order (a seed batch: per seed)."""
 
 
+def per_run_mean(x: torch.Tensor, loss: torch.Tensor) -> torch.Tensor:
+    """The mean of `x` `[..., B, ...]` over all but the leading dimensions `loss` has (none for
+    a single run, the seeds for a batch)."""
+    return x.reshape(*loss.shape, -1).mean(-1)
+
+
 class DQN:
     """Owns the online and target Q-networks and the optimizer; ε-greedy `act`.
 
@@ -69,12 +76,21 @@ class DQN:
             raise UserError("dqn needs a Discrete action space")
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
         q_spec = resolve_nets(cfg, spec).critic  # a Q-network: net.critic_hidden applies
-        self.q_net = QNetwork(q_spec, spec.action_dim, cfg.dueling).to(self.device)
+        self.q_net = self.make_q_net(q_spec).to(self.device)
         self.q_target = copy.deepcopy(self.q_net).requires_grad_(False)
-        self.optimizer: Any = adam(self.q_net.parameters(), cfg.lr)
+        self.optimizer: Any = self.make_optimizer()
         self.draws: Any = Draws(self.device)
         self.link_networks()
         self.next_target_update = cfg.target_update_interval
+
+    def make_q_net(self, spec: NetSpec) -> nn.Module:
+        """The Q-network (`spec`: its network settings): one value per action (a subclass's
+        own, such as QR-DQN's quantiles)."""
+        return QNetwork(spec, self.spec.action_dim, self.cfg.dueling)
+
+    def make_optimizer(self) -> Any:
+        """The Q-network's Adam."""
+        return adam(self.q_net.parameters(), self.cfg.lr)
 
     def link_networks(self) -> None:
         """What follows from the networks (the evaluated policy, the trained parameters): set
@@ -110,14 +126,24 @@ class DQN:
             action_mask: torch.Tensor | None = None) -> torch.Tensor:
         """ε-greedy actions `[N]`, drawn independently for every env row; with `action_mask`
         [N, n] both the greedy and the random action are valid ones."""
-        greedy = masked_argmax(self.q_net(obs), action_mask)
+        greedy = masked_argmax(self.q_values(obs), action_mask)
         random = self.random_actions(greedy.shape[-1], action_mask)
         explore = self.draws.uniform(greedy.shape[-1:]) < self.epsilon(global_step)
         return torch.where(explore, random, greedy)
 
+    def q_values(self, obs: Any) -> torch.Tensor:
+        """The values the greedy action maximizes, `[..., N, n]`: Q(s, ·)."""
+        return self.q_net(obs)
+
     def td_targets(self, batch: TransitionBatch) -> torch.Tensor:
         """y = r + γ (1 − terminated) Q̂(s', a*), detached; [B]."""
         return dqn_target(self.q_net, self.q_target, batch, self.cfg)
+
+    def td_loss(self, batch: TransitionBatch, target: torch.Tensor,
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the loss `[...]`, what the network predicts for the taken actions `[..., B, ...]`):
+        DQN's Huber loss of Q(s, a) to `target`."""
+        return dqn_loss(self.q_net, batch, target)
 
     def learning_rate(self, global_step: int) -> float:
         """Learning rate at `global_step` env steps (constant unless `lr_decay_steps` > 0)."""
@@ -129,13 +155,14 @@ class DQN:
         lr = self.learning_rate(global_step)
         set_lr(self.optimizer, lr)
         target = self.td_targets(batch)
-        loss, q = dqn_loss(self.q_net, batch, target)
+        loss, q = self.td_loss(batch, target)
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
         norm = grad_norm_step(self.optimizer, self.params, self.cfg.max_grad_norm)
         self.next_target_update = update_target_(self.q_target, self.q_net, self.cfg,
                                                  global_step, self.next_target_update)
-        values = torch.stack([loss.detach(), q.detach().mean(-1), target.mean(-1), norm], -1)
+        values = torch.stack([loss.detach(), per_run_mean(q.detach(), loss),
+                              per_run_mean(target, loss), norm], -1)
         return metric_rows(METRICS, values, {"train/learning_rate": lr,
                                              "exploration/epsilon": self.epsilon(global_step)})
 

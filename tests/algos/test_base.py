@@ -98,9 +98,10 @@ def _imported_modules(path: Path) -> set[str]:
 
 SHARED = ("__init__.py", "base.py", "optim.py", "off_policy_steps.py", "draws.py")
 """The modules of algos/ that are not an algorithm: what the algorithms share."""
-EXTENDS = {"tqc": "sac"}
+EXTENDS = {"tqc": "sac", "qrdqn": "dqn"}
 """algorithm -> the one algorithm whose class it subclasses, and may therefore import (TQC is SAC
-with quantile critics: SAC's actor, temperature, acting, state and `stack`, called, not copied)."""
+with quantile critics: SAC's actor, temperature, acting, state and `stack`, called, not copied;
+QR-DQN is DQN with quantiles: DQN's acting, update, targets' schedule, state and `stack`)."""
 
 
 @pytest.mark.parametrize("path", sorted(p for p in ALGOS_DIR.glob("*.py")
