@@ -64,6 +64,7 @@ class AlgoEntry:
 ALGORITHMS: dict[str, AlgoEntry] = {
     "ppo": AlgoEntry("rltrain.algos.configs.ppo:PPOConfig", "rltrain.algos.ppo", ALL_ACTIONS),
     "a2c": AlgoEntry("rltrain.algos.configs.a2c:A2CConfig", "rltrain.algos.a2c", ALL_ACTIONS),
+    "pqn": AlgoEntry("rltrain.algos.configs.pqn:PQNConfig", "rltrain.algos.pqn", ("discrete",)),
     "dqn": AlgoEntry("rltrain.algos.configs.dqn:DQNConfig", "rltrain.algos.dqn", ("discrete",)),
     "qrdqn": AlgoEntry("rltrain.algos.configs.qrdqn:QRDQNConfig", "rltrain.algos.qrdqn",
                        ("discrete",)),

@@ -45,7 +45,8 @@ class NetConfig:
     """Widths of the value and Q networks only (PPO/A2C critic, each twin critic, DQN's
     Q-network); null: `hidden`."""
     layer_norm: bool = False
-    """LayerNorm after each hidden Linear, before its activation (per member in twin critics)."""
+    """LayerNorm after each hidden Linear, before its activation (per member in twin critics);
+    PQN's config sets it true (its Q-network is CleanRL's, normalized)."""
     ortho_init: bool | None = None
     """Orthogonal init (gain √2 hidden, 0.01 policy outputs, 1 value outputs; zero biases).
     null: each algorithm's default, i.e. `algo.ortho_init` for PPO/A2C (true) and PyTorch's

@@ -25,7 +25,7 @@ def small_run(algo: str, env_id: str, steps: int = 192, *extra: str) -> list[str
            "algo.hidden_sizes=[16]", "eval.episodes=2", "eval.num_envs=2", "logger=none",
            "progress=off", f"checkpoint.freq={steps // 2}",
            *(["+env.kwargs.box=true"] if box else [])]
-    if algo in ("ppo", "ppo_lstm"):
+    if algo in ("ppo", "ppo_lstm", "pqn"):  # minibatch epochs
         out += ["algo.n_steps=16", "algo.batch_size=16", "algo.n_epochs=2"]
     elif algo == "a2c":
         out += ["algo.n_steps=8"]

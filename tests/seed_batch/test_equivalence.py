@@ -40,6 +40,7 @@ STACKED = [
     ("dqn", "CartPole-v1", 1700, 3, ()),
     ("qrdqn", "CartPole-v1", 1700, 3, ()),
     ("a2c", "CartPole-v1", 20 * 8 * 5, 20, ()),
+    ("pqn", "CartPole-v1", 3 * 128 * 4, 3, ()),
     ("sac", "Pendulum-v1", 1000 + 59, 60, ()),
     ("td3", "Pendulum-v1", 1000 + 59, 60, ()),
     ("ddpg", "Pendulum-v1", 1000 + 59, 60, ()),
