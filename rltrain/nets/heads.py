@@ -143,6 +143,26 @@ def policy_layer(in_dim: int, out_dim: int, ortho: bool) -> nn.Linear:
 Dist = CategoricalDist | MultiCategoricalDist | BernoulliDist | DiagGaussianDist
 
 
+def kl_divergence(p: Dist, q: Dist) -> torch.Tensor:
+    """KL(p ‖ q) per row, [B], summed over action dimensions, for two distributions of the same
+    kind (a gSDE head's `SDEDist` is a diagonal Gaussian). A masked categorical's invalid
+    actions have probability exactly 0 under `p` and add 0."""
+    if isinstance(p, DiagGaussianDist) and isinstance(q, DiagGaussianDist):
+        var_p, var_q = (2 * p.log_std).exp(), (2 * q.log_std).exp()
+        return (q.log_std - p.log_std + (var_p + (p.mean - q.mean).pow(2)) / (2 * var_q)
+                - 0.5).sum(-1)
+    if isinstance(p, CategoricalDist) and isinstance(q, CategoricalDist):
+        return (p.log_probs.exp() * (p.log_probs - q.log_probs)).sum(-1)
+    if isinstance(p, MultiCategoricalDist) and isinstance(q, MultiCategoricalDist):
+        return sum(kl_divergence(a, b) for a, b in zip(p.dims, q.dims, strict=True))  # type: ignore[return-value]
+    if isinstance(p, BernoulliDist) and isinstance(q, BernoulliDist):
+        softplus = nn.functional.softplus  # log p = −softplus(−l), log(1 − p) = −softplus(l)
+        prob = torch.sigmoid(p.logits)
+        return (prob * (softplus(-q.logits) - softplus(-p.logits))
+                + (1 - prob) * (softplus(q.logits) - softplus(p.logits))).sum(-1)
+    raise TypeError(f"no KL divergence between {type(p).__name__} and {type(q).__name__}")
+
+
 class PolicyHead(nn.Module):
     """What every head offers the algorithms: a distribution's log-probability of an action
     (joint over action dimensions), entropy and mode, read off the distribution `forward` made."""

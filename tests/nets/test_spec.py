@@ -32,7 +32,7 @@ def build(name: str, obs_shape: tuple[int, ...] = (3,), pixels: bool = False, **
 
 def networks(name: str, algo) -> tuple[nn.Sequential | None, nn.Sequential]:
     """(policy MLP, value/Q MLP) of an algorithm; DQN has no separate policy network."""
-    if name in ("ppo", "a2c"):
+    if name in ("ppo", "a2c", "trpo"):
         return algo.policy.actor_body, algo.policy.critic
     if name in ("dqn", "qrdqn", "pqn"):
         return None, algo.q_net.body
@@ -99,7 +99,7 @@ def test_layer_norm_follows_each_hidden_linear_before_its_activation(name):
 
 @pytest.mark.parametrize("name", sorted(ALGOS))
 def test_ortho_init_switch_overrides_each_algorithms_default(name):
-    default_ortho = name in ("ppo", "a2c", "pqn")  # on-policy: algo.ortho_init=true; others: torch's
+    default_ortho = name in ("ppo", "a2c", "pqn", "trpo")  # on-policy: algo.ortho_init=true; others: torch's
     for setting, expected in ((None, default_ortho), (True, True), (False, False)):
         algo = build(name, ortho_init=setting)
         for seq in filter(None, networks(name, algo)):
@@ -120,7 +120,7 @@ def test_image_observations_get_a_cnn_encoder_in_every_network(name):
     modules = {id(m): m for m in vars(algo).values() if isinstance(m, nn.Module)}
     encoders = [e for m in modules.values() for e in m.modules() if isinstance(e, NatureCNN)]
     expected = {"ppo": 2, "a2c": 2, "dqn": 2, "qrdqn": 2, "ddpg": 4, "td3": 4, "sac": 3,  # targets included
-                "tqc": 3, "pqn": 1}
+                "tqc": 3, "pqn": 1, "trpo": 2}
     assert len(encoders) == expected[name]
     assert all(e.linear.out_features == 32 and e.convs[0].out_channels == 4 for e in encoders)
     actor, critic = networks(name, algo)

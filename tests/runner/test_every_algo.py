@@ -94,6 +94,7 @@ def test_every_algos_checkpoint_rebuilds_an_agent_with_equal_weights(name, tmp_p
 # gSDE holds its noise between resamples: the held matrices and the clock are part of the state
 GSDE = {"ppo": ("env=Pendulum-v1", "algo.use_sde=true", "algo.sde_sample_freq=3"),
         "a2c": ("env=Pendulum-v1", "algo.use_sde=true"),
+        "trpo": ("env=Pendulum-v1", "algo.use_sde=true", "algo.sde_sample_freq=3"),
         "sac": ("algo.use_sde=true", "algo.sde_sample_freq=5"),
         "tqc": ("algo.use_sde=true", "algo.sde_sample_freq=5")}
 
