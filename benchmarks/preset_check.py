@@ -58,6 +58,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("td3", "Pendulum-v1"): Check(20_000, "td3_pendulum", -151.9, "20k (v0)"),
     ("qrdqn", "CartPole-v1"): Check(50_000, "qrdqn_cartpole", 500.0, "50k (v1)"),
     ("tqc", "Pendulum-v1"): Check(20_000, "tqc_pendulum", -151.3, "20k (v0)"),
+    ("pqn", "CartPole-v1"): Check(500_000, "pqn_cartpole", 495.1, "500k (CleanRL, training episodes)"),
     ("a2c", "CartPole-v1"): Check(500_000, "a2c_cartpole", 500.0, "500k (v1)"),
     ("ppo", "Hopper-v5"): Check(1_000_000, "ppo_hopper", 2410.4, "1M (v3)"),
     ("sac", "Walker2d-v5"): Check(100_000, "sac_walker2d", 3863.2, "1M (v3)"),

@@ -8,10 +8,11 @@ import torch
 from rltrain.algos.a2c import A2C
 from rltrain.algos.configs.a2c import A2CConfig
 from rltrain.algos.optim import FusedAdam, RMSprop
-from rltrain.buffers.rollout import RolloutBuffer, compute_gae
+from rltrain.buffers.rollout import compute_gae
 from rltrain.config.schema import TrainConfig
 from rltrain.errors import UserError
 from rltrain.types import EnvSpec, RolloutBatch
+from tests.algos.rollouts import make_rollout as synthetic_rollout
 
 DISCRETE = EnvSpec(obs_shape=(3,), action_kind="discrete", action_dim=2, num_envs=2)
 BOX = EnvSpec(obs_shape=(3,), action_kind="box", action_dim=2, num_envs=2)
@@ -24,18 +25,7 @@ def make_a2c(spec: EnvSpec = DISCRETE, **overrides) -> A2C:
 
 def make_rollout(algo: A2C, n_steps: int = 5) -> RolloutBatch:
     """A rollout collected from random observations and rewards with the algorithm's `act`."""
-    spec = algo.spec
-    discrete = spec.action_kind == "discrete"
-    buf = RolloutBuffer(n_steps, spec.num_envs, spec.obs_shape,
-                        () if discrete else (spec.action_dim,),
-                        torch.long if discrete else torch.float32, torch.device("cpu"))
-    g = torch.Generator().manual_seed(2)
-    no = torch.zeros(spec.num_envs, dtype=torch.bool)
-    for _ in range(n_steps):
-        obs = torch.randn(spec.num_envs, *spec.obs_shape, generator=g)
-        action, log_prob, value = algo.act(obs)
-        buf.add(obs, action, log_prob, value, torch.randn(spec.num_envs, generator=g), no, no)
-    return buf.finish(algo.value(torch.randn(spec.num_envs, 3, generator=g)), 0.99, 1.0)
+    return synthetic_rollout(algo, n_steps, gae_lambda=1.0)
 
 
 @pytest.mark.parametrize("spec", [DISCRETE, BOX], ids=["discrete", "box"])

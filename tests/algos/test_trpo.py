@@ -18,7 +18,6 @@ from rltrain.algos.natural_gradient import (
 )
 from rltrain.algos.trpo import TRPO, split_parameters
 from rltrain.api import train
-from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.config.compose import compose_train_config
 from rltrain.errors import UserError
 from rltrain.nets.config import NetConfig
@@ -30,6 +29,7 @@ from rltrain.nets.heads import (
     kl_divergence,
 )
 from rltrain.types import EnvSpec, RolloutBatch
+from tests.algos.rollouts import make_rollout as synthetic_rollout
 from tests.seed_batch.helpers import assert_batch_matches_single_runs
 
 DISCRETE = EnvSpec(obs_shape=(3,), action_kind="discrete", action_dim=3, num_envs=2)
@@ -42,19 +42,8 @@ def make_trpo(spec: EnvSpec = DISCRETE, **overrides) -> TRPO:
 
 
 def make_rollout(algo: TRPO, n_steps: int = 64) -> RolloutBatch:
-    """A rollout of random observations and rewards, acted by `algo`."""
-    spec = algo.spec
-    discrete = spec.action_kind == "discrete"
-    buf = RolloutBuffer(n_steps, spec.num_envs, spec.obs_shape,
-                        () if discrete else (spec.action_dim,),
-                        torch.long if discrete else torch.float32, torch.device("cpu"))
-    g = torch.Generator().manual_seed(2)
-    no = torch.zeros(spec.num_envs, dtype=torch.bool)
-    for _ in range(n_steps):
-        obs = torch.randn(spec.num_envs, *spec.obs_shape, generator=g)
-        action, log_prob, value = algo.act(obs)
-        buf.add(obs, action, log_prob, value, torch.randn(spec.num_envs, generator=g), no, no)
-    return buf.finish(algo.value(torch.randn(spec.num_envs, 3, generator=g)), 0.99, 0.95)
+    """A rollout collected from random observations and rewards with the algorithm's `act`."""
+    return synthetic_rollout(algo, n_steps, gae_lambda=0.95)
 
 
 def test_conjugate_gradient_solves_a_small_spd_system_as_a_direct_solve():

@@ -138,3 +138,15 @@ def check_lrs(cfg: Any, names: tuple[str, ...]) -> None:
     """Raise `UserError` unless every learning rate named (when set) is a finite number > 0."""
     for name in names:
         check_positive(f"algo.{name}", getattr(cfg, name))
+
+
+def check_minibatches(algo: Any, cfg: Any) -> None:
+    """`algo.batch_size` and `algo.n_epochs` > 0, and the minibatches tile the rollout of
+    `algo.n_steps` x `env.num_envs` exactly (PPO's and PQN's epochs)."""
+    batch = algo.n_steps * cfg.env.num_envs
+    if algo.batch_size <= 0 or algo.n_epochs <= 0:
+        raise UserError("algo.batch_size and algo.n_epochs must be > 0")
+    if batch % algo.batch_size != 0:
+        raise UserError(
+            f"algo.batch_size={algo.batch_size} does not divide the rollout batch "
+            f"algo.n_steps * env.num_envs = {batch}; pick a divisor of {batch}")

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rltrain.algos.configs.base import OnPolicyConfig
+from rltrain.algos.configs.base import OnPolicyConfig, check_minibatches
 from rltrain.checks import check_non_negative, check_positive
 from rltrain.errors import UserError
 from rltrain.nets.config import RECURRENT_CORES
@@ -65,13 +65,7 @@ class PPOConfig(OnPolicyConfig):
     def validate(self, cfg: Any) -> None:
         """Cross-field checks against the run config."""
         super().validate(cfg)
-        batch = self.n_steps * cfg.env.num_envs
-        if self.batch_size <= 0 or self.n_epochs <= 0:
-            raise UserError("algo.batch_size and algo.n_epochs must be > 0")
-        if batch % self.batch_size != 0:
-            raise UserError(
-                f"algo.batch_size={self.batch_size} does not divide the rollout batch "
-                f"algo.n_steps * env.num_envs = {batch}; pick a divisor of {batch}")
+        check_minibatches(self, cfg)
         for name in ("clip_range", "clip_range_vf", "target_kl"):  # the last two: None or > 0
             check_positive(f"algo.{name}", getattr(self, name))
         for name in ("ent_coef", "vf_coef", "max_grad_norm", "adam_eps"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rltrain.algos.configs.base import OnPolicyConfig
+from rltrain.algos.configs.base import OnPolicyConfig, check_minibatches
 from rltrain.checks import check_fraction, check_non_negative
 from rltrain.errors import UserError
 from rltrain.nets.config import NetConfig
@@ -56,13 +56,7 @@ class PQNConfig(OnPolicyConfig):
     def validate(self, cfg: Any) -> None:
         """The on-policy checks, then PQN's own."""
         super().validate(cfg)
-        batch = self.n_steps * cfg.env.num_envs
-        if self.batch_size <= 0 or self.n_epochs <= 0:
-            raise UserError("algo.batch_size and algo.n_epochs must be > 0")
-        if batch % self.batch_size != 0:
-            raise UserError(
-                f"algo.batch_size={self.batch_size} does not divide the rollout batch "
-                f"algo.n_steps * env.num_envs = {batch}; pick a divisor of {batch}")
+        check_minibatches(self, cfg)
         for name in ("exploration_initial_eps", "exploration_final_eps"):
             check_fraction(f"algo.{name}", getattr(self, name))
         check_non_negative("algo.max_grad_norm", self.max_grad_norm)
