@@ -30,6 +30,8 @@ NEVER_RUN = {
        for env in ("hopper", "halfcheetah")},
     "qrdqn_lunarlander": "RL-Zoo's qrdqn.yml values and budget (LunarLander-v2's), added with "
                          "QR-DQN; not measured yet",
+    **{f"crossq_{env}": "RL-Zoo's crossq.yml values and budget, added with CrossQ; not "
+                        "measured yet" for env in ("pendulum", "hopper", "halfcheetah")},
 }
 """Presets that ship a budget no run here has reached, and why."""
 
