@@ -35,6 +35,8 @@ NEVER_RUN = {
     "trpo_pendulum": "RL-Zoo's trpo.yml values and budget (100k), added with TRPO; one seed run by "
                      "hand (seed 0: -117.0, tests/algos/test_trpo.py), not by preset_check.py yet",
     "trpo_hopper": "RL-Zoo's trpo.yml values and budget (1M), added with TRPO; not measured yet",
+    **{f"crossq_{env}": "RL-Zoo's crossq.yml values and budget, added with CrossQ; not "
+                        "measured yet" for env in ("pendulum", "hopper", "halfcheetah")},
 }
 """Presets that ship a budget no run here has reached, and why."""
 

@@ -17,7 +17,7 @@ def test_traits_and_options_match_the_registry():
     assert {k: e.family for k, e in ALGORITHMS.items()} == {
         "ppo": "on_policy", "a2c": "on_policy", "dqn": "off_policy", "ddpg": "off_policy",
         "td3": "off_policy", "sac": "off_policy", "qrdqn": "off_policy", "tqc": "off_policy",
-        "pqn": "on_policy", "trpo": "on_policy"}
+        "pqn": "on_policy", "trpo": "on_policy", "crossq": "off_policy"}
     options = {o.option: o.algo for o in algo_options()}
     assert set(ALGOS) <= set(options)  # every algorithm has its own option
     assert set(options.values()) <= set(ALGOS)  # and every option builds one of them
@@ -58,7 +58,7 @@ def test_list_prints_algos_envs_presets_and_extras(tmp_path, monkeypatch, capfd)
     for alias, env_id in ENV_ALIASES.items():
         assert env_id in by_name[alias][2]
     assert "tuned: a2c, dqn, ppo" in by_name["breakout"][2]  # Atari presets fit every game
-    assert "tuned: ppo, sac, td3" in by_name["halfcheetah"][2] and "extra mujoco" in by_name["halfcheetah"][2]
+    assert "tuned: crossq, ppo, sac, td3" in by_name["halfcheetah"][2] and "extra mujoco" in by_name["halfcheetah"][2]
     for extra in EXTRAS:
         assert ("installed" if not missing_modules(extra) else "missing") in by_name[extra][2]
     assert run_cli(["--list"], tmp_path, monkeypatch, capfd).out == result.out

@@ -334,8 +334,10 @@ def has_fused_adam(device: torch.device, dtype: torch.dtype) -> bool:
     return True
 
 
-def adam(params: Any, lr: float, eps: float = 1e-8) -> FusedAdam | LazyOptimizer:
-    """Adam: `FusedAdam` where this torch build has a fused kernel for the parameters' device and
+def adam(params: Any, lr: float, eps: float = 1e-8,
+         betas: tuple[float, float] = (0.9, 0.999)) -> FusedAdam | LazyOptimizer:
+    """Adam (`betas`: its moments' decay rates, torch's defaults unless given; CrossQ's β1 is
+    0.5): `FusedAdam` where this torch build has a fused kernel for the parameters' device and
     dtype, else torch's own (single-tensor) Adam, built on first use.
 
     On CPU the single-tensor Adam loops over parameters in Python: the fused kernel cut the step
@@ -343,8 +345,8 @@ def adam(params: Any, lr: float, eps: float = 1e-8) -> FusedAdam | LazyOptimizer
     """
     params = list(params)
     if params and all(has_fused_adam(p.device, p.dtype) for p in params):
-        return FusedAdam(params, lr, eps)
-    return LazyOptimizer(lambda: torch.optim.Adam(params, lr=lr, eps=eps))
+        return FusedAdam(params, lr, eps, tuple(betas))
+    return LazyOptimizer(lambda: torch.optim.Adam(params, lr=lr, eps=eps, betas=tuple(betas)))
 
 
 def grad_norm(grads: list[torch.Tensor]) -> torch.Tensor:

@@ -34,16 +34,20 @@ from rltrain.algos.optim import adam, stacked_optimizer
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
 from rltrain.nets.sde import load_sde_state, sde_state
 from rltrain.nets.seeded import NotStackable
-from rltrain.nets.spec import NetSpec, resolve_nets
+from rltrain.nets.spec import ActorCriticSpecs, NetSpec, resolve_nets
 from rltrain.types import EnvSpec, TransitionBatch
 
 
 class SAC:
     """Squashed-Gaussian actor, twin critics with Polyak targets, and a learned temperature."""
 
+    STATE = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimizer",
+             "alpha_optimizer")
+    """The networks and optimizers `state_dict()` holds (besides log α and the counters)."""
+
     def __init__(self, cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)
-        actor, critic = resolve_nets(cfg, spec)
+        actor, critic = self.net_specs()
         check_sde_spec(cfg, spec, cfg.name)
         sde = (cfg.log_std_init, cfg.use_expln) if cfg.use_sde else None
         self.actor = SquashedGaussianActor(actor, spec.action_dim, cfg.log_std_min,
@@ -51,12 +55,13 @@ class SAC:
         # gSDE: new noise every sde_sample_freq steps, else once per train_freq (SB3's rollout)
         self.noise_clock = make_noise_clock(cfg, default_period=cfg.train_freq)
         self.critic = self.make_critic(critic).to(self.device)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.critic_target = self.make_critic_target()
         self.start_lrs = {"actor_optimizer": pick_lr(cfg.actor_lr, cfg),
                           "critic_optimizer": pick_lr(cfg.critic_lr, cfg),
                           "alpha_optimizer": pick_lr(cfg.alpha_lr, cfg)}
-        self.actor_optimizer = adam(self.actor.parameters(), self.start_lrs["actor_optimizer"])
-        self.critic_optimizer = adam(self.critic.parameters(), self.start_lrs["critic_optimizer"])
+        self.actor_optimizer = self.make_optimizer(self.actor, self.start_lrs["actor_optimizer"])
+        self.critic_optimizer = self.make_optimizer(self.critic,
+                                                    self.start_lrs["critic_optimizer"])
         self.log_alpha = torch.tensor(math.log(cfg.alpha), device=self.device,
                                       requires_grad=cfg.autotune_alpha)
         self.alpha_optimizer = adam([self.log_alpha], self.start_lrs["alpha_optimizer"])
@@ -66,6 +71,21 @@ class SAC:
         self.link_networks()
         self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
         self._actor_metrics: dict[str, torch.Tensor] = {}  # the latest actor step's
+
+    def net_specs(self) -> ActorCriticSpecs:
+        """The actor's and the critics' network settings (`resolve_nets`; a subclass's own, such
+        as CrossQ's batch-renormalized ones)."""
+        return resolve_nets(self.cfg, self.spec)
+
+    def make_critic_target(self) -> nn.Module | None:
+        """The critics' Polyak target: a frozen copy of them (None: an algorithm without one,
+        such as CrossQ)."""
+        return copy.deepcopy(self.critic).requires_grad_(False)
+
+    def make_optimizer(self, net: nn.Module, lr: float) -> Any:
+        """The actor's and the critics' optimizer: Adam with torch's defaults (a subclass's
+        own betas, such as CrossQ's)."""
+        return adam(net.parameters(), lr)
 
     def make_critic(self, spec: NetSpec) -> nn.Module:
         """The critics (`spec`: their network settings): SAC's twin Q (a subclass's own, such
@@ -156,7 +176,7 @@ class SAC:
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, target, optimizers, log α and the update counter as plain data."""
-        state: dict[str, Any] = {name: getattr(self, name).state_dict() for name in _STATE}
+        state: dict[str, Any] = {name: getattr(self, name).state_dict() for name in self.STATE}
         state["log_alpha"] = self.log_alpha.detach().clone()
         state["n_updates"] = self.n_updates
         if self.noise_clock is not None:
@@ -165,17 +185,13 @@ class SAC:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`."""
-        for name in _STATE:
+        for name in self.STATE:
             getattr(self, name).load_state_dict(state[name])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         self.n_updates = int(state["n_updates"])
         if self.noise_clock is not None and isinstance(state.get("sde"), dict):
             load_sde_state(self.actor.sde, self.noise_clock, state["sde"])
-
-
-_STATE = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimizer",
-          "alpha_optimizer")
 
 
 # ---- SAC's math, written once: the networks are callables and α a tensor, so a seed batch's

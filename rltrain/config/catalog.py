@@ -73,6 +73,8 @@ ALGORITHMS: dict[str, AlgoEntry] = {
     "sac": AlgoEntry("rltrain.algos.configs.sac:SACConfig", "rltrain.algos.sac", ("box",)),
     "tqc": AlgoEntry("rltrain.algos.configs.tqc:TQCConfig", "rltrain.algos.tqc", ("box",)),
     "trpo": AlgoEntry("rltrain.algos.configs.trpo:TRPOConfig", "rltrain.algos.trpo", ALL_ACTIONS),
+    "crossq": AlgoEntry("rltrain.algos.configs.crossq:CrossQConfig", "rltrain.algos.crossq",
+                        ("box",)),
 }
 """The one table of algorithms (`registry.ALGOS` is this dict): adding one is its file, its
 config, one entry here and its YAML (`conf/algo/`); the registry, `rltrain list`, the config

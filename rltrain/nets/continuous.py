@@ -13,6 +13,7 @@ from torch.nn import functional as F
 
 from rltrain.nets.encoder import encode, make_encoder
 from rltrain.nets.mlp import HIDDEN_GAIN, POLICY_GAIN, activation, init_linear, mlp
+from rltrain.nets.norm import batch_renorm
 from rltrain.nets.sde import StateDependentNoise
 from rltrain.nets.spec import NetSpec
 
@@ -82,7 +83,7 @@ class SquashedGaussianActor(nn.Module):
         super().__init__()
         self.encoder, features = make_encoder(spec)
         self.body = mlp(features, spec.hidden, None, spec.activation, ortho=spec.ortho,
-                        layer_norm=spec.layer_norm)
+                        layer_norm=spec.layer_norm, batch_renorm=spec.batch_renorm)
         last = spec.hidden[-1] if spec.hidden else features
         self.mean = init_linear(nn.Linear(last, action_dim), POLICY_GAIN, spec.ortho)
         self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
@@ -191,13 +192,15 @@ class QEnsemble(nn.Module):
         self.encoder, features = make_encoder(spec)
         act_cls = activation(spec.activation)
         hidden_gain, out_gain = (HIDDEN_GAIN, 1.0) if spec.ortho else (None, None)
-        layers: list[nn.Module] = []
         last = features + action_dim
+        # CrossQ's (spec.batch_renorm): the input and each activation batch-renormalized
+        layers: list[nn.Module] = [*batch_renorm(last, spec.batch_renorm, members=n)]
         for width in spec.hidden:
             layers.append(EnsembleLinear(n, last, width, hidden_gain))
             if spec.layer_norm:
                 layers.append(EnsembleLayerNorm(n, width))
             layers.append(act_cls())
+            layers.extend(batch_renorm(width, spec.batch_renorm, members=n))
             last = width
         layers.append(EnsembleLinear(n, last, outputs, out_gain))
         self.net = nn.Sequential(*layers)

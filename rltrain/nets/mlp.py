@@ -9,6 +9,7 @@ from torch import nn
 
 from rltrain.errors import UserError
 from rltrain.nets.activations import Tanh
+from rltrain.nets.norm import batch_renorm as batch_renorm_layers
 
 HIDDEN_GAIN = math.sqrt(2)
 """Orthogonal-init gain of hidden layers (SB3 and CleanRL use √2 whatever the activation)."""
@@ -39,21 +40,25 @@ def mlp(
     out_gain: float = 1.0,
     ortho: bool = True,
     layer_norm: bool = False,
+    batch_renorm: tuple[float, int] | None = None,
 ) -> nn.Sequential:
     """Linear/activation stack; `out_dim=None` ends after the last hidden activation.
 
     With `ortho`, hidden layers get orthogonal init with gain sqrt(2) and the output layer
     `out_gain` (the PPO implementation detail from Engstrom et al. 2020); biases are zero.
     With `layer_norm`, each hidden Linear is followed by a LayerNorm before its activation.
+    With `batch_renorm` (momentum, warmup steps), a `BatchRenorm` normalizes the input and each
+    hidden activation's output (CrossQ's networks, as SBX's).
     """
     act_cls = activation(act)
-    layers: list[nn.Module] = []
+    layers: list[nn.Module] = [*batch_renorm_layers(in_dim, batch_renorm)]
     last = in_dim
     for width in hidden:
         layers.append(init_linear(nn.Linear(last, width), HIDDEN_GAIN, ortho))
         if layer_norm:
             layers.append(nn.LayerNorm(width))
         layers.append(act_cls())
+        layers.extend(batch_renorm_layers(width, batch_renorm))
         last = width
     if out_dim is not None:
         layers.append(init_linear(nn.Linear(last, out_dim), out_gain, ortho))

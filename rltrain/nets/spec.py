@@ -38,6 +38,9 @@ class NetSpec:
     obs_nvec: tuple[int, ...] = ()  # categorical observations: one-hot per entry (EnvSpec.obs_nvec)
     entries: tuple[tuple[str, NetSpec], ...] = ()
     """Dict / Tuple observations: (key, the entry's own input settings), one encoder each."""
+    batch_renorm: tuple[float, int] | None = None
+    """(momentum, warmup steps): a `BatchRenorm` (`nets/norm.py`) on the MLP's input and after
+    each hidden activation (CrossQ's networks); None: none."""
 
     @property
     def obs_dim(self) -> int:

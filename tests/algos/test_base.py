@@ -99,10 +99,12 @@ def _imported_modules(path: Path) -> set[str]:
 SHARED = ("__init__.py", "base.py", "optim.py", "off_policy_steps.py", "draws.py",
           "natural_gradient.py")
 """The modules of algos/ that are not an algorithm: what the algorithms share."""
-EXTENDS = {"tqc": "sac", "qrdqn": "dqn"}
+EXTENDS = {"tqc": "sac", "qrdqn": "dqn", "crossq": "sac"}
 """algorithm -> the one algorithm whose class it subclasses, and may therefore import (TQC is SAC
 with quantile critics: SAC's actor, temperature, acting, state and `stack`, called, not copied;
-QR-DQN is DQN with quantiles: DQN's acting, update, targets' schedule, state and `stack`)."""
+QR-DQN is DQN with quantiles: DQN's acting, update, targets' schedule, state and `stack`;
+CrossQ is SAC without targets, with batch-renormalized networks: SAC's actor and temperature step,
+acting and state)."""
 
 
 @pytest.mark.parametrize("path", sorted(p for p in ALGOS_DIR.glob("*.py")

@@ -33,7 +33,8 @@ def small_run(algo: str, env_id: str, steps: int = 192, *extra: str) -> list[str
         out += ["algo.n_steps=16", "algo.batch_size=16", "algo.n_critic_updates=2"]
     else:
         out += ["algo.learning_starts=32", "algo.batch_size=16", "algo.buffer_size=500",
-                "checkpoint.save_buffer=true", *(["algo.train_freq=4"] if algo == "dqn" else [])]
+                "checkpoint.save_buffer=true", *(["algo.train_freq=4"] if algo == "dqn" else []),
+                *(["algo.critic_hidden_sizes=[16]"] if algo == "crossq" else [])]
     return out + list(extra)
 
 

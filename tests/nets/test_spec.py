@@ -3,6 +3,8 @@ orthogonal init, and the CNN encoder for image observations."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
@@ -23,10 +25,14 @@ an algorithm added to the registry is covered without editing this file."""
 
 
 def build(name: str, obs_shape: tuple[int, ...] = (3,), pixels: bool = False, **fields):
-    """Algorithm `name` on a 2-action env, with `algo.hidden_sizes=[16, 16]` and `fields`."""
+    """Algorithm `name` on a 2-action env, with `algo.hidden_sizes=[16, 16]` (and CrossQ's
+    `algo.critic_hidden_sizes`) and `fields`."""
     torch.manual_seed(0)
     spec = ALGOS[name]
-    cfg = spec.config(hidden_sizes=[16, 16], net=NetConfig(**fields))
+    sizes = {"hidden_sizes": [16, 16]}
+    if "critic_hidden_sizes" in {f.name for f in dataclasses.fields(spec.config)}:  # CrossQ's
+        sizes["critic_hidden_sizes"] = [16, 16]
+    cfg = spec.config(**sizes, net=NetConfig(**fields))
     return spec.build(cfg, EnvSpec(obs_shape, KIND[name], 2, 1, pixels), "cpu")
 
 
@@ -36,7 +42,7 @@ def networks(name: str, algo) -> tuple[nn.Sequential | None, nn.Sequential]:
         return algo.policy.actor_body, algo.policy.critic
     if name in ("dqn", "qrdqn", "pqn"):
         return None, algo.q_net.body
-    return (algo.actor.body if name in ("sac", "tqc") else algo.actor.net), algo.critic.net
+    return (algo.actor.body if name in ("sac", "tqc", "crossq") else algo.actor.net), algo.critic.net
 
 
 def hidden_layers(seq: nn.Sequential) -> list[nn.Module]:
@@ -120,7 +126,7 @@ def test_image_observations_get_a_cnn_encoder_in_every_network(name):
     modules = {id(m): m for m in vars(algo).values() if isinstance(m, nn.Module)}
     encoders = [e for m in modules.values() for e in m.modules() if isinstance(e, NatureCNN)]
     expected = {"ppo": 2, "a2c": 2, "dqn": 2, "qrdqn": 2, "ddpg": 4, "td3": 4, "sac": 3,  # targets included
-                "tqc": 3, "pqn": 1, "trpo": 2}
+                "tqc": 3, "pqn": 1, "trpo": 2, "crossq": 2}
     assert len(encoders) == expected[name]
     assert all(e.linear.out_features == 32 and e.convs[0].out_channels == 4 for e in encoders)
     actor, critic = networks(name, algo)

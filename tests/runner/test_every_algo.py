@@ -27,7 +27,8 @@ def tiny(name: str, seed: int = 0, extra: tuple[str, ...] = ()) -> TrainConfig:
               if spec.family == "on_policy" and name in ("ppo", "pqn") else
               ["algo.n_steps=16"] if spec.family == "on_policy" else
               ["algo.learning_starts=32", "algo.batch_size=16", "algo.buffer_size=500",
-               "checkpoint.save_buffer=true"])
+               "checkpoint.save_buffer=true",
+               *(["algo.critic_hidden_sizes=[16]"] if name == "crossq" else [])])
     return compose_train_config([
         f"algo={name}", f"env={env}", "env.num_envs=2", "env.max_episode_steps=40",
         "algo.hidden_sizes=[16]", f"total_timesteps={STEPS}", f"seed={seed}", "eval.freq=0",
