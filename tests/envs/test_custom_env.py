@@ -88,7 +88,7 @@ def run_train_command(argv: list[str], monkeypatch, cwd: Path) -> list[str]:
 
     monkeypatch.chdir(cwd)
     seen: list[str] = []
-    monkeypatch.setattr(cli, "_train_task", lambda args, collective: seen.extend(args))
+    monkeypatch.setattr(cli, "_train_task", lambda args, collective, composed=None: seen.extend(args))
     monkeypatch.setattr(sys, "argv", ["rltrain", *argv])
     cli.train_command(argv)
     return seen
