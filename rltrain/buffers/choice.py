@@ -19,8 +19,13 @@ from typing import Any
 REPLAYS: dict[str, str] = {
     "uniform": "rltrain.buffers.replay:ReplayBuffer",
     "frames": "rltrain.buffers.frame_replay:FrameReplayBuffer",
+    "her": "rltrain.buffers.her:HerReplayBuffer",
 }
 """`algo.replay` name -> `module:Class` (code, never a name read from a file)."""
+
+HER_STRATEGIES = ("future", "final", "episode")
+"""`algo.her_goal_selection_strategy`: which step of the episode a relabelled goal is taken
+from (`buffers/her.py`)."""
 
 
 class BadState(ValueError):
@@ -45,6 +50,9 @@ def resolved(spec: Any, cfg: Any, stored_uint8: bool) -> str:
 
 def saved_replay_class(state: dict[str, Any]) -> Any:
     """The class whose `state_dict()` `state` is, for the checks of a checkpoint read before
-    any run is built: the frame replay's has `frames`, the uniform one's the rest. A replay
-    saved by another class is checked by the run's own replay when it loads it."""
-    return replay_class(REPLAYS["frames" if "frames" in state else "uniform"])
+    any run is built: of the `REPLAYS` classes whose `STATE` fields `state` all holds, the one
+    declaring the most (the HER replay's are the uniform ring's and more); the uniform one when
+    none fits (its checks then name the missing field). A replay saved by another class is
+    checked by the run's own replay when it loads it."""
+    fits = [cls for cls in map(replay_class, REPLAYS.values()) if set(cls.STATE) <= set(state)]
+    return max(fits, key=lambda cls: len(cls.STATE), default=replay_class(REPLAYS["uniform"]))

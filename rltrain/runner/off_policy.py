@@ -28,14 +28,18 @@ log = logging.getLogger("rltrain")
 
 
 def make_replay(spec: EnvSpec, cfg: OffPolicyConfig, device: torch.device,
-                obs_dtype: torch.dtype | dict[str, torch.dtype] | None = None) -> Any:
+                obs_dtype: torch.dtype | dict[str, torch.dtype] | None = None,
+                env: Any = None) -> Any:
     """The empty replay `cfg.replay` names (`buffers/choice.py`), built by its class for the env
     `spec` on `device`, with its memory said. `obs_dtype`: the env's observation dtype (default:
-    uint8 for `spec.pixels`, else float32), per entry for Dict observations."""
+    uint8 for `spec.pixels`, else float32), per entry for Dict observations. A replay that
+    needs the run's env (HER: its `compute_reward`) declares `bind_env(env)`."""
     plain = obs_dtype if obs_dtype is not None and not isinstance(obs_dtype, dict) else (
         torch.uint8 if spec.pixels else torch.float32)
     name = resolved(spec, cfg, obs_storage_dtype(plain) == torch.uint8)
     replay = replay_class(cfg.replay_path(name)).build(spec, cfg, device, obs_dtype)
+    if env is not None and hasattr(replay, "bind_env"):
+        replay.bind_env(env)
     log.info("replay buffer: %s transitions, %.1f MiB on %s", f"{replay.capacity:,}",
              replay.nbytes / 2**20, device)
     return replay
@@ -73,7 +77,7 @@ def run_off_policy(runs: LoopBatch) -> None:
             masked_next = ({} if afters is None else  # (only a masked env's replay takes one)
                            {"next_mask": next_state_mask(afters[k], res.terminated | res.truncated)})
             ctx.replay.add(ctx.obs, action[k], res.reward, res.final_obs, res.terminated,
-                           **masked_next)
+                           done=res.terminated | res.truncated, **masked_next)
             ctx.episodes.record(res)
             ctx.obs = res.obs
             ctx.state.global_step += per_step

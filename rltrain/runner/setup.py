@@ -76,7 +76,7 @@ def build_context(cfg: TrainConfig, off_policy: bool, env: VecEnv, algo: Any, de
     set_log_keys(env, cfg.logger.extra_log_keys)
     obs = env.reset(seed=cfg.seed + collective.world.rank * env.spec.num_envs)
     dtypes = {k: t.dtype for k, t in obs.items()} if isinstance(obs, dict) else obs.dtype
-    replay = make_replay(env.spec, cfg.algo, device, dtypes) if off_policy else None
+    replay = make_replay(env.spec, cfg.algo, device, dtypes, env) if off_policy else None
     return LoopContext(env, algo, cfg.algo, LoopState(total_timesteps=int(cfg.total_timesteps)),
                        episodes, SectionTimer(), device, obs=obs, fire=fire, collective=collective,
                        end_iteration=end_iteration, replay=replay)

@@ -224,6 +224,6 @@ def test_make_replay_picks_the_buffer_and_obs_dtype():
 def test_a_replay_name_that_is_not_one_is_a_one_line_error():
     from rltrain.algos.configs.dqn import DQNConfig
 
-    with pytest.raises(UserError, match=r"algo.replay='her' is not a replay: choose auto, "
-                                        r"uniform, frames"):
-        DQNConfig(replay="her").validate(None)
+    with pytest.raises(UserError, match=r"algo.replay='per' is not a replay: choose auto, "
+                                        r"uniform, frames, her"):
+        DQNConfig(replay="per").validate(None)

@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from rltrain.buffers.choice import REPLAYS
+from rltrain.buffers.choice import HER_STRATEGIES, REPLAYS
 from rltrain.checks import check_finite, check_fraction, check_non_negative, check_positive
 from rltrain.errors import UserError
 from rltrain.nets.config import NetConfig
@@ -111,8 +111,16 @@ class OffPolicyConfig(AlgoConfig):
     """Learning rate reached after `lr_decay_steps` env steps, and kept after them."""
     replay: str = "auto"
     """The replay transitions are stored in (`rltrain/buffers/choice.py` `REPLAYS`): `uniform`
-    (a ring sampled uniformly), `frames` (frame-stacked pixels, each frame stored once), or
-    `auto`: `frames` for frame-stacked pixel envs, `uniform` otherwise."""
+    (a ring sampled uniformly), `frames` (frame-stacked pixels, each frame stored once), `her`
+    (hindsight experience replay for goal envs: Dict observations with `achieved_goal` and
+    `desired_goal`, and the env's `compute_reward`), or `auto`: `frames` for frame-stacked
+    pixel envs, `uniform` otherwise."""
+    her_n_sampled_goal: int = 4
+    """`algo.replay=her`: relabelled transitions per real one; a fraction n / (n + 1) of each
+    minibatch gets a new goal (SB3's `n_sampled_goal`)."""
+    her_goal_selection_strategy: str = "future"
+    """`algo.replay=her`: where a new goal comes from: `future` (the achieved goal of this or a
+    later step of the same episode), `final` (its last step) or `episode` (any of its steps)."""
 
     def replay_path(self, name: str) -> str:
         """`module:Class` of the replay called `name` (`replay`, `auto` resolved): the entry of
@@ -124,6 +132,13 @@ class OffPolicyConfig(AlgoConfig):
         if self.replay != "auto" and self.replay not in REPLAYS:
             raise UserError(f"algo.replay={self.replay!r} is not a replay: choose auto, "
                             f"{', '.join(REPLAYS)}")
+        if self.her_goal_selection_strategy not in HER_STRATEGIES:
+            raise UserError(f"algo.her_goal_selection_strategy={self.her_goal_selection_strategy!r}"
+                            f": choose {', '.join(HER_STRATEGIES)}")
+        if self.her_n_sampled_goal < 0:
+            raise UserError(f"algo.her_n_sampled_goal={self.her_n_sampled_goal} must be >= 0")
+        if self.replay == "her":
+            check_her(cfg)
         for name in ("buffer_size", "batch_size", "train_freq", "gradient_steps"):
             if getattr(self, name) <= 0:
                 raise UserError(f"algo.{name}={getattr(self, name)} must be > 0")
@@ -132,6 +147,20 @@ class OffPolicyConfig(AlgoConfig):
         for name in ("lr_decay_steps", "lr_final"):
             check_non_negative(f"algo.{name}", getattr(self, name))
         check_fraction("algo.tau", self.tau, zero=False)
+
+
+def check_her(cfg: Any) -> None:
+    """Refuse, in one line, what `algo.replay=her` cannot relabel: normalized observations or
+    rewards (`compute_reward` takes the env's own goals and gives its own rewards) and seed
+    batches (one replay per seed of a shared env is not built)."""
+    env = getattr(cfg, "env", None)
+    for name in ("normalize_obs", "normalize_reward"):
+        if getattr(env, name, False):
+            raise UserError(f"algo.replay=her recomputes rewards from the stored goals with the "
+                            f"env's compute_reward: set env.{name}=false")
+    if getattr(cfg, "num_seeds", 1) > 1:
+        raise UserError("algo.replay=her trains one seed at a time: use num_seeds=1 (or a "
+                        "sweep over seed)")
 
 
 def check_lrs(cfg: Any, names: tuple[str, ...]) -> None:
