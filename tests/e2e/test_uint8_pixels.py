@@ -40,9 +40,9 @@ def test_pixel_runs_keep_uint8_in_their_buffers(algo, tmp_path, monkeypatch):
         seen["buffer"].add(self.obs.dtype)
         seen["buffer"].add(self.next_obs.dtype)
 
-    def p_add(self, obs, action, reward, next_obs, *args):
+    def p_add(self, obs, action, reward, next_obs, *args, **kwargs):
         seen["added"] |= {obs.dtype, next_obs.dtype}
-        replay_add(self, obs, action, reward, next_obs, *args)
+        replay_add(self, obs, action, reward, next_obs, *args, **kwargs)
 
     def p_sample(self, *args, **kwargs):
         batch = replay_sample(self, *args, **kwargs)
