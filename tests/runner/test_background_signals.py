@@ -42,6 +42,14 @@ def bits(*signals: int) -> int:
     return sum(1 << (s - 1) for s in signals)
 
 
+def default_stop_signals() -> None:
+    """A parent started as from a terminal: SIGINT and SIGTERM at their defaults, whatever this
+    test process inherited (a shell's background job, `cmd &`, starts with SIGINT ignored, and
+    the evaluator would then look as if it ignored it from its start)."""
+    for sig in STOPS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def serving(pid: int) -> bool:
     """Whether the evaluator runs `_serve` (it ignores SIGINT from its first line on)."""
     masks = held_or_ignored(pid)
@@ -131,23 +139,12 @@ time.sleep(600)
 def test_the_evaluator_holds_stop_signals_from_its_start_and_ends_when_its_parent_is_killed(
         tmp_path):
     """A real parent (it is SIGKILLed): the evaluator's SIGINT and SIGTERM are blocked or
-    ignored at every look from its start on, and it ends on its own after its parent's death.
-    A start-up that ends before the first look (this process not scheduled in time on a busy
-    machine) shows nothing: the case is started again, three times at most."""
-    for attempt in range(3):
-        if watch_an_evaluator(tmp_path / str(attempt)):
-            return
-    raise AssertionError("three evaluators were serving before their first look")
-
-
-def watch_an_evaluator(folder: Path) -> bool:
-    """One parent and its evaluator, watched from the evaluator's start (the checks above);
-    False when the evaluator was serving before the first look."""
-    folder.mkdir()
-    err = folder / "stderr.txt"
+    ignored at every look from its start on, and it ends on its own after its parent's death."""
+    err = tmp_path / "stderr.txt"
     with open(err, "w") as stderr:
         parent = subprocess.Popen([sys.executable, "-c", SCRIPT, *LONG], stdout=subprocess.PIPE,
-                                  stderr=stderr, text=True, cwd=folder)
+                                  stderr=stderr, text=True, cwd=tmp_path,
+                                  preexec_fn=default_stop_signals)
     try:
         line = parent.stdout.readline()
         assert line.strip().isdigit(), err.read_text()
@@ -159,9 +156,7 @@ def watch_an_evaluator(folder: Path) -> bool:
                 os.kill(pid, signal.SIGINT)
                 os.kill(pid, signal.SIGTERM)
             time.sleep(0.005)
-        assert serving(pid) and None not in looks, err.read_text()
-        if not looks:
-            return False
+        assert serving(pid) and looks and None not in looks, err.read_text()
         stops = bits(*STOPS)
         assert all((blocked | ignored) & stops == stops for blocked, ignored in looks), looks
         parent.kill()
@@ -171,7 +166,6 @@ def watch_an_evaluator(folder: Path) -> bool:
             time.sleep(0.05)
         assert held_or_ignored(pid) is None, "the evaluator outlived its parent"
         assert "Traceback" not in err.read_text(), err.read_text()
-        return True
     finally:
         parent.kill()
         parent.wait()
