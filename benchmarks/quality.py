@@ -105,6 +105,10 @@ TASKS: dict[tuple[str, str], Task] = {
     ("ddpg", "Pendulum-v1"): Task(20_000, -200.0),
     ("dqn", "CartPole-v1"): Task(50_000, 475.0),
     ("a2c", "CartPole-v1"): Task(500_000, 475.0),
+    # issue 55: SB3-contrib's algorithms, its own implementation beside each (RL-Zoo's entries)
+    ("qrdqn", "CartPole-v1"): Task(50_000, 200.0, beat_sb3=True, preset="qrdqn_cartpole",
+        note="RL-Zoo publishes 500; both sides' final policies oscillate at this budget"),
+    ("trpo", "Pendulum-v1"): Task(100_000, -200.0, beat_sb3=True, preset="trpo_pendulum"),
 }
 
 

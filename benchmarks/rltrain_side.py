@@ -112,43 +112,32 @@ def summarize_curve(curve: list[tuple[int, float, float]], threshold: float, fin
 
 def collection_sps(env: str, num_envs: int, vectorization: str = "sync", backend: str = "gymnasium",
                    algo: str = "ppo", seconds: float = 2.0) -> float:
-    """Env steps/s of the on-policy rollout loop (act + env step + buffer add), untrained policy."""
-    import torch
-
-    from rltrain.buffers.rollout import RolloutBuffer
+    """Env steps/s of the on-policy loop's rollouts (act, env step, storage: `runner/on_policy.py`
+    `collect`, timed from `pre_rollout` to `post_rollout`), an untrained policy learning as it
+    goes; the updates between rollouts are off the clock. The first rollout is a warm-up."""
     from rltrain.runner.runner import Runner
 
     overrides = [f"env.num_envs={num_envs}", f"env.vectorization={vectorization}",
-                 f"env.backend={backend}", "algo.n_steps=64", "algo.batch_size=64"]
+                 f"env.backend={backend}", "algo.n_steps=64", "algo.batch_size=64",
+                 "algo.n_epochs=1", "total_timesteps=100000000", "eval.freq=0"]
     cfg = compose(algo, env, 0, overrides)
-    if cfg.torch_threads > 0:  # what a run sets while it trains (Runner.opened): timed outside it
-        torch.set_num_threads(cfg.torch_threads)
+    clock = {"rollouts": 0, "seconds": 0.0, "opened": 0.0}
+
+    def opened(state: Any) -> None:
+        clock["opened"] = time.perf_counter()
+
+    def closed(state: Any) -> None:
+        clock["rollouts"] += 1
+        if clock["rollouts"] > 1:  # the first rollout is a warm-up, off the clock
+            clock["seconds"] += time.perf_counter() - clock["opened"]
+        state.stop = clock["seconds"] >= seconds
+
     with tempfile.TemporaryDirectory() as tmp:
-        runner = Runner(cfg, Path(tmp))
-        spec, policy = runner.env.spec, runner.algo
-        shape = () if spec.action_kind == "discrete" else (spec.action_dim,)
-        dtype = torch.long if spec.action_kind == "discrete" else torch.float32
-        buf = RolloutBuffer(64, num_envs, spec.obs_shape, shape, dtype, runner.device)
-        obs, steps, rounds = runner.ctx.obs, 0, 0
-        t0 = time.perf_counter()
-        while True:
-            buf.step = 0
-            for _ in range(64):
-                action, log_prob, value = policy.act(obs)
-                res = runner.env.step(action)
-                buf.add(obs, action, log_prob, value, res.reward, res.terminated, res.truncated)
-                runner.episodes.record(res)
-                obs = res.obs
-            steps += 64 * num_envs
-            rounds += 1
-            elapsed = time.perf_counter() - t0
-            if rounds == 1:  # warm-up round off the clock
-                steps, t0 = 0, time.perf_counter()
-            elif elapsed >= seconds:
-                break
-        runner.env.close()
-        runner.eval_env.close()
-    return steps / elapsed
+        runner = Runner(cfg, Path(tmp) / "run")
+        runner.add_callback("pre_rollout", opened)
+        runner.add_callback("post_rollout", closed)
+        runner.run()
+    return (clock["rollouts"] - 1) * 64 * num_envs / clock["seconds"]
 
 
 def ppo_minibatch_updates_per_second(env: str = "CartPole-v1", batch_size: int = 256,

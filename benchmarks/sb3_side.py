@@ -63,6 +63,19 @@ RL_ZOO: dict[tuple[str, str], dict[str, Any]] = {
         "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
         "policy_kwargs": {"net_arch": [256, 256]},
     },
+    # issue 55: SB3-contrib's algorithms with RL-Zoo's entries (hyperparams/qrdqn.yml, trpo.yml)
+    ("qrdqn", "CartPole-v1"): {
+        "n_timesteps": 5e4, "policy": "MlpPolicy", "learning_rate": 2.3e-3, "batch_size": 64,
+        "buffer_size": 100000, "learning_starts": 1000, "gamma": 0.99,
+        "target_update_interval": 10, "train_freq": 256, "gradient_steps": 128,
+        "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
+        "policy_kwargs": {"net_arch": [256, 256], "n_quantiles": 10},
+    },
+    ("trpo", "Pendulum-v1"): {  # "# Tuned"
+        "n_envs": 2, "n_timesteps": 1e5, "policy": "MlpPolicy", "gamma": 0.9, "n_steps": 1024,
+        "n_critic_updates": 15, "sub_sampling_factor": 1, "use_sde": True, "sde_sample_freq": 4,
+        "learning_rate": 1e-3,
+    },
     # The quality benchmark's rows (benchmarks/quality.py). RL-Zoo has MuJoCo entries for -v4
     # only; the -v5 rows use them (same dynamics, observations and rewards up to v5's fixes).
     ("sac", "HalfCheetah-v5"): {  # HalfCheetah-v4: &mujoco-defaults
@@ -167,6 +180,11 @@ ATARI_ENV_KWARGS = {"frameskip": 1}
 ZOO_ONLY = ("n_envs", "n_timesteps", "normalize", "noise_type", "noise_std", "frame_stack",
             "env_wrapper")
 BUDGETS = ("full", "until_solved_plus")
+
+
+CONTRIB = {"ppo_lstm": "RecurrentPPO", "qrdqn": "QRDQN", "trpo": "TRPO", "tqc": "TQC",
+           "ars": "ARS"}
+"""rltrain's algorithm name -> its SB3-contrib class (the reference of issue 15's and 55's rows)."""
 
 
 def sb3_available() -> bool:
@@ -391,8 +409,10 @@ def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes:
     env = make_envs(env_id, hp, hp.get("n_envs", 1), seed, training=True)
     shape = env.action_space.shape
     kwargs = model_kwargs(hp, shape[0] if shape else None)
-    if algo == "ppo_lstm":  # sb3-contrib (the bench extra)
-        from sb3_contrib import RecurrentPPO as algo_cls
+    if algo in CONTRIB:  # sb3-contrib (the bench extra)
+        import sb3_contrib
+
+        algo_cls = getattr(sb3_contrib, CONTRIB[algo])
     else:
         algo_cls = {"ppo": PPO, "a2c": A2C, "sac": SAC, "td3": TD3, "dqn": DQN}[algo]
     model = algo_cls(env=env, seed=seed, verbose=0, device=device, **kwargs)

@@ -65,7 +65,7 @@ def first_update(algo: str, env: str, budget: int, seeds: int, root: Path) -> tu
         cls, start = type(runner.algo), runner.run
     else:  # the batch's algorithm: the class's own `stack` (`PPO.stack`, `DQN.stack`, ...)
         batch = SeedRunner(cfg, root / "batch")
-        cls, start = type(batch.batch.algo), batch.run
+        cls, start = type(batch.batch.algo.algo), batch.run  # (seed_batch/stacked_calls.py)
     real = cls.update
     cls.update = keep
     try:

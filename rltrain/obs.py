@@ -8,7 +8,7 @@ keys ("robot.joints"), so every entry is one tensor with the batch as its first 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -54,6 +54,16 @@ def stack(parts: list[Obs]) -> Obs:
     if isinstance(parts[0], dict):
         return {k: stack([p[k] for p in parts]) for k in parts[0]}
     return parts[0].unsqueeze(0) if len(parts) == 1 else torch.stack(parts)
+
+
+def join(parts: Sequence[Obs]) -> Obs:
+    """Every run's `[N, ...]` rows as one `[S*N, ...]`, entry by entry: run k's rows are
+    k*N ... k*N + N - 1; a single part is returned as it is (no copy)."""
+    if len(parts) == 1:
+        return parts[0]
+    if isinstance(parts[0], dict):
+        return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+    return torch.cat(list(parts))
 
 
 def put(store: Obs, index: Any, value: Obs) -> None:

@@ -59,8 +59,10 @@ METRICS = ("train/q_loss", "train/mean_q", "train/td_target_mean", "train/grad_n
 
 def per_run_mean(x: torch.Tensor, loss: torch.Tensor) -> torch.Tensor:
     """The mean of `x` `[..., B, ...]` over all but the leading dimensions `loss` has (none for
-    a single run, the seeds for a batch)."""
-    return x.reshape(*loss.shape, -1).mean(-1)
+    a single run, the seeds for a batch); DQN's `[..., B]` is averaged as it is."""
+    if x.dim() > loss.dim() + 1:  # QR-DQN's quantiles `[..., B, M]`
+        x = x.flatten(loss.dim())
+    return x.mean(-1)
 
 
 class DQN:

@@ -167,11 +167,11 @@ class FrameReplayBuffer:
                 self.head[r] = self._write(r, o[:, j], torch.full_like(r, j))
 
     def add(self, obs: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
-            next_obs: torch.Tensor, terminated: torch.Tensor, done: torch.Tensor | None = None,
-            ) -> None:
+            next_obs: torch.Tensor, terminated: torch.Tensor,
+            truncated: torch.Tensor | None = None) -> None:
         """Append one transition per env row (leading dimension `num_envs`). `next_obs` is the
-        true next observation (`StepResult.final_obs`). `done` is not needed (boundaries are
-        read from the data, see the module docstring) and is ignored."""
+        true next observation (`StepResult.final_obs`). `truncated` is not needed (boundaries
+        are read from the data, see the module docstring) and is ignored."""
         n = obs.shape[0]
         if n != self.num_envs:
             raise ValueError(f"frame replay of {self.num_envs} env rows got {n} rows")

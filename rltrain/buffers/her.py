@@ -18,7 +18,7 @@ of the batch, `her_ratio = n_sampled_goal / (n_sampled_goal + 1)`, get a new des
 `future` (a step from this one to the last, this one included, as SB3), `final` (the last) or
 `episode` (any); their reward is `compute_reward(next_obs achieved_goal, new goal, {})`. The
 `terminated` flag is kept as stored (SB3 does not recompute it either). An episode ends at
-`done` (terminated or truncated, which the loop passes); a truncation still bootstraps (only
+`terminated` or `truncated` (both of which the loop passes); a truncation still bootstraps (only
 `terminated` is stored).
 """
 
@@ -133,10 +133,10 @@ class HerReplayBuffer(ReplayBuffer):
     # ---- writing ------------------------------------------------------------------------------
 
     def add(self, obs: Any, action: torch.Tensor, reward: torch.Tensor, next_obs: Any,
-            terminated: torch.Tensor, done: torch.Tensor | None = None,
+            terminated: torch.Tensor, truncated: torch.Tensor | None = None,
             next_mask: torch.Tensor | None = None) -> None:
-        """Append one transition per env row; `done` (terminated or truncated) ends the rows'
-        episodes (without it, `terminated` does)."""
+        """Append one transition per env row; `terminated` or `truncated` (a time limit) ends
+        the rows' episodes."""
         n, c, pos = obs_ops.rows(obs), self.capacity, self.pos
         if n != self.num_envs:
             raise ValueError(f"HER replay of {self.num_envs} env rows got {n} rows")
@@ -152,7 +152,7 @@ class HerReplayBuffer(ReplayBuffer):
         self.ep_start[slots] = self.cur_start
         self.ep_len[slots] = 0
         self.cur_len += 1
-        ended = (terminated if done is None else done).to(self.device).bool()
+        ended = (terminated if truncated is None else terminated | truncated).to(self.device).bool()
         if bool(ended.any()):
             rows = ended.nonzero().squeeze(1)
             whole = rows[~self.cur_lost[rows]]

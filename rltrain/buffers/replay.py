@@ -151,11 +151,12 @@ class ReplayBuffer:
                 + sum(t.element_size() * t.numel() for t in tensors))
 
     def add(self, obs: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
-            next_obs: torch.Tensor, terminated: torch.Tensor, done: torch.Tensor | None = None,
-            next_mask: torch.Tensor | None = None) -> None:
-        """Append a batch of N transitions (leading dimension N); `done` is ignored (the
-        frame-deduplicating replay accepts it too); `next_mask` [N, n]: valid actions at
-        `next_obs` (a masked env)."""
+            next_obs: torch.Tensor, terminated: torch.Tensor,
+            truncated: torch.Tensor | None = None, next_mask: torch.Tensor | None = None) -> None:
+        """Append a batch of N transitions (leading dimension N); `truncated` (the rows a time
+        limit ended) is not stored: a truncated transition bootstraps, and only a replay that
+        keeps episodes (`her.py`) reads it; `next_mask` [N, n]: valid actions at `next_obs`
+        (a masked env)."""
         n = obs_ops.rows(obs)
         # a slice where the rows fit before the end (a view copy, ~4x cheaper than index_put_
         # for one row), indices that wrap around otherwise

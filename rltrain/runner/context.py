@@ -63,8 +63,9 @@ class LoopBatch(Protocol):
     single run as a batch of one (`runner/one_run.py` `OneRun`). The loops call nothing else."""
 
     algo: Any
-    """The algorithm of every run: inputs and outputs with the runs first, `[S, N, ...]` (a
-    stacked algorithm, or each run's own in turn: `runner/members.py`)."""
+    """The algorithm of every run, taking and returning every value per run, `x[k]` run k's
+    (each run's own algorithm in turn: `runner/members.py`; or a stacked one:
+    `seed_batch/stacked_calls.py`)."""
     ctxs: list[LoopContext]
     """Each run's context, in seed order (the runs still training)."""
     generators: list[torch.Generator | None]

@@ -1,10 +1,13 @@
 """Runs whose algorithm has no seed dimension, seen by the loops as a batch: each member's own
-algorithm, in turn (`OnPolicyMembers`, `OffPolicyMembers`; inputs and outputs `[S, N, ...]`).
+algorithm, in turn (`OnPolicyMembers`, `OffPolicyMembers`).
 
-The loops (`runner/on_policy.py`, `runner/off_policy.py`) drive a batch of runs through one
-algorithm object whose inputs carry a leading seed dimension. A stacked algorithm
-(`PPO.stack`, ...) is one such object. These classes are the other: a single run is a batch of
-one member, its algorithm called as it always is (its numbers unchanged); and a seed batch whose
+The loops (`runner/on_policy.py`, `runner/off_policy.py`) drive a batch of S runs through one
+algorithm object, passing and receiving every per-step value as a sequence of S, one entry per
+run (run k's observations `obs[k]` `[N, ...]`, its actions `action[k]`, its minibatch
+`batches[k]`). A stacked algorithm (`PPO.stack`, ...) is called through
+`seed_batch/stacked_calls.py`, which stacks them `[S, N, ...]`. These classes are the other
+form: a single run is a batch of one member, its algorithm called as it always is, with its own
+tensors (no view, no copy: its numbers and its speed are its own); and a seed batch whose
 networks cannot be stacked (a recurrent core, gSDE, an image or shared encoder, a MultiDiscrete /
 MultiBinary head, `nets/seeded.py` `check_stackable`) or whose algorithm has no `stack` runs each
 seed's own algorithm in turn, with that seed's random state swapped into the process-wide
@@ -15,6 +18,7 @@ computes; what it does not get is the batched matrix products.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
@@ -68,68 +72,71 @@ def random_actions(spec: EnvSpec, device: torch.device,
     return torch.rand((spec.num_envs, spec.action_dim), device=device) * 2.0 - 1.0
 
 
-def seed_rows(x: Any, k: int) -> Any:
-    """Seed k's part of a batch field `[S, ...]` (per entry for Dict observations; None stays)."""
-    return None if x is None else obs_ops.take(x, k)
+def nth(runs: Sequence[Any] | None, k: int) -> Any:
+    """Run k's entry of a per-run sequence, or None when the sequence is not given."""
+    return None if runs is None else runs[k]
+
+
+PerRun = Sequence[torch.Tensor]
+"""One tensor per run, in the batch's order (a per-run value the loops pass or receive)."""
 
 
 class OnPolicyMembers:
-    """`act`, `value` and `update` for S on-policy members, one member at a time
-    (inputs `[S, N, ...]`); `recurrent`: the members keep memory (they take episode starts)."""
+    """`act`, `value` and `update` for S on-policy members, one member at a time (inputs and
+    outputs per run); `recurrent`: the members keep memory (they take episode starts)."""
 
     def __init__(self, members: list[Any], spec: EnvSpec, streams: Streams | None = None):
         _check_obs(members, spec)
         self.members, self.streams = members, streams or OwnGenerators()
         self.recurrent = bool(getattr(members[0], "recurrent", False))
 
-    def act(self, obs: Any, mask: torch.Tensor | None = None,
-            starts: torch.Tensor | None = None,
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(action, log_prob, value), each `[S, N, ...]`: seed k's member acts on `obs[k]`
+    def act(self, obs: Sequence[Any], mask: PerRun | None = None, starts: PerRun | None = None,
+            ) -> tuple[PerRun, PerRun, PerRun]:
+        """(actions, log_probs, values), each per run: seed k's member acts on `obs[k]`
         (`mask[k]`, `starts[k]` when given) with its own random state."""
+        plain = mask is None and starts is None
         out = []
         for k, algo in enumerate(self.members):
-            inputs = ({} if mask is None and starts is None
-                      else act_inputs(seed_rows(mask, k), seed_rows(starts, k)))
+            inputs = {} if plain else act_inputs(nth(mask, k), nth(starts, k))
             with self.streams.as_global(k):
-                out.append(algo.act(seed_rows(obs, k), **inputs))
-        action, log_prob, value = (obs_ops.stack(list(column)) for column in zip(*out, strict=True))
+                out.append(algo.act(obs[k], **inputs))
+        action, log_prob, value = zip(*out, strict=True)
         return action, log_prob, value
 
     @torch.no_grad()
-    def value(self, obs: Any, starts: torch.Tensor | None = None,
-              rows: torch.Tensor | None = None) -> torch.Tensor:
-        """V `[S, N]`. With memory, from each member's state after its last step (`starts[k]`:
-        the rows whose state is zeroed first), as its single run asks. `rows` (bool `[S, N]`):
-        only these rows are wanted (the others are 0), and only they go through the network,
-        as a single run evaluates them (a matrix product over fewer rows can round differently)."""
+    def value(self, obs: Sequence[Any], starts: PerRun | None = None,
+              rows: PerRun | None = None) -> list[torch.Tensor]:
+        """V `[N]` per run. With memory, from each member's state after its last step
+        (`starts[k]`: the rows whose state is zeroed first), as its single run asks. `rows`
+        (bool `[N]` per run): only these rows are wanted (the others are 0), and only they go
+        through the network, as a single run evaluates them (a matrix product over fewer rows
+        can round differently)."""
         out = []
         for k, algo in enumerate(self.members):
-            own = seed_rows(obs, k)
             if rows is not None:
-                cut = torch.zeros(rows.shape[1:], device=rows.device)
-                cut[rows[k]] = algo.value(obs_ops.take(own, rows[k]))
+                cut = torch.zeros(rows[k].shape, device=rows[k].device)
+                cut[rows[k]] = algo.value(obs_ops.take(obs[k], rows[k]))
                 out.append(cut)
             else:
-                out.append(algo.value(own) if starts is None
-                           else algo.value(own, episode_starts=starts[k]))
-        return obs_ops.stack(out)
+                out.append(algo.value(obs[k]) if starts is None
+                           else algo.value(obs[k], episode_starts=starts[k]))
+        return out
 
-    def update(self, batch: RolloutBatch, progress_remaining: float = 1.0) -> list[Metrics]:
-        """Each member's update on its own rollout (`batch` fields `[S, T*N, ...]`), drawing
+    def update(self, batches: Sequence[RolloutBatch],
+               progress_remaining: float = 1.0) -> list[Metrics]:
+        """Each member's update on its own rollout (`batches[k]`, `[T*N, ...]` fields), drawing
         its minibatch order from its own stream; one metrics dict per seed."""
         metrics = []
         for k, algo in enumerate(self.members):
-            own = RolloutBatch(*(seed_rows(x, k) for x in batch))
             with self.streams.as_global(k):
-                metrics.append(algo.update(own, progress_remaining=progress_remaining))
+                metrics.append(algo.update(batches[k], progress_remaining=progress_remaining))
         return metrics
 
 
 class OffPolicyMembers:
     """`random_actions`, `act` and `update` for S off-policy members, one member at a
-    time (inputs `[S, N, ...]`; each seed's minibatch is sampled from its own replay with its own
-    stream by the loop, as its single run samples it)."""
+    time (inputs and outputs per run; each seed's minibatch is sampled from its own replay with
+    its own stream by the loop, as its single run samples it)."""
 
     def __init__(self, members: list[Any], spec: EnvSpec, device: torch.device,
                  streams: Streams | None = None):
@@ -137,28 +144,28 @@ class OffPolicyMembers:
         self.members, self.spec, self.device = members, spec, device
         self.streams = streams or OwnGenerators()
 
-    def random_actions(self, num_envs: int, masks: torch.Tensor | None = None) -> torch.Tensor:
-        """Each seed's uniform warm-up actions `[S, N, ...]`, drawn as its single run draws them."""
+    def random_actions(self, num_envs: int, masks: PerRun | None = None) -> list[torch.Tensor]:
+        """Each seed's uniform warm-up actions `[N, ...]`, drawn as its single run draws them."""
         out = []
         for k in range(len(self.members)):
             with self.streams.as_global(k):
-                out.append(random_actions(self.spec, self.device, seed_rows(masks, k)))
-        return obs_ops.stack(out)
+                out.append(random_actions(self.spec, self.device, nth(masks, k)))
+        return out
 
-    def act(self, obs: Any, global_step: int, masks: torch.Tensor | None = None) -> torch.Tensor:
+    def act(self, obs: Sequence[Any], global_step: int,
+            masks: PerRun | None = None) -> list[torch.Tensor]:
         """Seed k's member acts on `obs[k]` (with `masks[k]`: DQN's valid actions)."""
         out = []
         for k, algo in enumerate(self.members):
             extra = {} if masks is None else {"action_mask": masks[k]}
             with self.streams.as_global(k):
-                out.append(algo.act(seed_rows(obs, k), global_step, **extra))
-        return obs_ops.stack(out)
+                out.append(algo.act(obs[k], global_step, **extra))
+        return out
 
-    def update(self, batch: TransitionBatch, global_step: int) -> list[Metrics]:
-        """Each member's gradient step on its own minibatch (`batch` fields `[S, B, ...]`)."""
+    def update(self, batches: Sequence[TransitionBatch], global_step: int) -> list[Metrics]:
+        """Each member's gradient step on its own minibatch (`batches[k]`, `[B, ...]` fields)."""
         metrics = []
         for k, algo in enumerate(self.members):
-            own = TransitionBatch(*(seed_rows(x, k) for x in batch))
             with self.streams.as_global(k):
-                metrics.append(algo.update(own, global_step))
+                metrics.append(algo.update(batches[k], global_step))
         return metrics

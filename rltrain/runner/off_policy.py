@@ -3,7 +3,8 @@ Read top to bottom.
 
 It trains a batch of runs together (`context.LoopBatch`): a seed batch, or a single run as a
 batch of one (`runner/one_run.py`), with one network call for all runs at each env step and one
-gradient step for all. Each run keeps its own env, replay (sampled with its own stream),
+gradient step for all; the algorithm takes and returns every value per run (`x[k]` is run k's,
+`runner/members.py`). Each run keeps its own env, replay (sampled with its own stream),
 episode records and loop state.
 """
 
@@ -15,7 +16,6 @@ from typing import Any
 
 import torch
 
-from rltrain import obs as obs_ops
 from rltrain.algos.base import mean_metrics
 from rltrain.algos.configs.base import OffPolicyConfig
 from rltrain.buffers.choice import replay_class, resolved
@@ -61,13 +61,12 @@ def run_off_policy(runs: LoopBatch) -> None:
         runs.fire("pre_rollout")
         t0 = time.perf_counter()
         # the mask after a step is both the transition's next-state mask and the next acting one
-        masks = () if not masked else (obs_ops.stack(  # only DQN's calls take it
-            afters if afters is not None else [action_mask(c.env) for c in runs.ctxs]),)
+        masks = () if not masked else (  # only DQN's calls take it
+            afters if afters is not None else [action_mask(c.env) for c in runs.ctxs],)
         if state.global_step < cfg.learning_starts:
             action = runs.algo.random_actions(n, *masks)
         else:
-            action = runs.algo.act(obs_ops.stack([c.obs for c in runs.ctxs]), state.global_step,
-                                   *masks)
+            action = runs.algo.act([c.obs for c in runs.ctxs], state.global_step, *masks)
         te = time.perf_counter()
         results = runs.step_envs(action)
         env_seconds = time.perf_counter() - te
@@ -77,7 +76,7 @@ def run_off_policy(runs: LoopBatch) -> None:
             masked_next = ({} if afters is None else  # (only a masked env's replay takes one)
                            {"next_mask": next_state_mask(afters[k], res.terminated | res.truncated)})
             ctx.replay.add(ctx.obs, action[k], res.reward, res.final_obs, res.terminated,
-                           done=res.terminated | res.truncated, **masked_next)
+                           truncated=res.truncated, **masked_next)
             ctx.episodes.record(res)
             ctx.obs = res.obs
             ctx.state.global_step += per_step
@@ -109,9 +108,7 @@ def next_state_mask(current: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
     return current | done.unsqueeze(-1)
 
 
-def sample(runs: LoopBatch, batch_size: int) -> TransitionBatch:
-    """One minibatch per run from its own replay and stream, stacked `[S, B, ...]`."""
-    parts = [c.replay.sample(batch_size, generator=g)
-             for c, g in zip(runs.ctxs, runs.generators, strict=True)]
-    return TransitionBatch(*(obs_ops.stack(list(p)) if p[0] is not None else None
-                             for p in zip(*parts, strict=True)))
+def sample(runs: LoopBatch, batch_size: int) -> list[TransitionBatch]:
+    """One minibatch per run, from its own replay with its own stream."""
+    return [c.replay.sample(batch_size, generator=g)
+            for c, g in zip(runs.ctxs, runs.generators, strict=True)]

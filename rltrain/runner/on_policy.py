@@ -1,9 +1,10 @@
 """The on-policy loop (PPO, A2C): collect a rollout, compute GAE, update. Read top to bottom.
 
 It trains a batch of runs together (`context.LoopBatch`): a seed batch, or a single run as a
-batch of one (`runner/one_run.py`). Every tensor the algorithm sees has the seeds first
-`[S, N, ...]`; each run keeps its own env, episode records and loop state, and its env columns
-of the one rollout storage (column k*N + i is run k's env i; GAE never mixes columns).
+batch of one (`runner/one_run.py`). The algorithm takes and returns every value per run (`x[k]`
+is run k's, `runner/members.py`); each run keeps its own env, episode records and loop state,
+and its env columns of the one rollout storage (column k*N + i is run k's env i; GAE never mixes
+columns). A single run's tensors go to its algorithm and its storage as they are.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from rltrain.buffers.replay import obs_storage_dtype
 from rltrain.buffers.rollout import RolloutBuffer
 from rltrain.envs.masks import action_mask
 from rltrain.envs.normalize import merge_statistics
+from rltrain.obs import join
 from rltrain.runner.callbacks import LoopState
 from rltrain.runner.context import LoopBatch
-from rltrain.runner.members import OnPolicyMembers
+from rltrain.runner.members import PerRun
 from rltrain.types import RolloutBatch, StepResult, action_dtype, action_shape
 
 log = logging.getLogger("rltrain")
@@ -54,13 +56,12 @@ def run_on_policy(runs: LoopBatch) -> None:
         runs.fire("post_rollout")
         # ---- advantages and one update of every run -------------------------------------------
         t1 = time.perf_counter()
-        last_values = runs.algo.value(obs_ops.stack([c.obs for c in runs.ctxs]),
-                                      *episode_starts(runs))
-        batch = per_seed(buf.finish(last_values.flatten(), cfg.gamma, cfg.gae_lambda),
-                         steps, len(runs.ctxs))
+        last_values = runs.algo.value([c.obs for c in runs.ctxs], *episode_starts(runs))
+        batches = per_run(buf.finish(join(last_values), cfg.gamma, cfg.gae_lambda),
+                          steps, len(runs.ctxs))
         runs.fire("pre_update")
         progress_remaining = max(0.0, 1.0 - state.global_step / state.total_timesteps)
-        metrics = runs.algo.update(batch, progress_remaining=progress_remaining)
+        metrics = runs.algo.update(batches, progress_remaining=progress_remaining)
         t2 = time.perf_counter()
         rewards, values = (per_seed_columns(x, len(runs.ctxs)) for x in (buf.rewards, buf.values))
         for k, (ctx, m) in enumerate(zip(runs.ctxs, metrics, strict=True)):
@@ -84,60 +85,62 @@ def collect(runs: LoopBatch, buf: RolloutBuffer, steps: int, per_step: int) -> f
     env_seconds = 0.0
     starts = episode_starts(runs)  # () for policies without memory
     for _ in range(steps):
-        masks = stacked_masks(runs)  # None unless the env says which actions are valid
-        obs = obs_ops.stack([c.obs for c in runs.ctxs])
+        masks = run_masks(runs)  # None unless the env says which actions are valid
+        obs = [c.obs for c in runs.ctxs]
         action, log_prob, value = runs.algo.act(obs, masks, *starts)
         te = time.perf_counter()
         results = runs.step_envs(action)
         env_seconds += time.perf_counter() - te
-        truncated = joined([r.truncated for r in results])
-        buf.add(obs_ops.apply(lambda t: t.flatten(0, 1), obs), action.flatten(0, 1),
-                log_prob.flatten(0, 1), value.flatten(0, 1), joined([r.reward for r in results]),
-                joined([r.terminated for r in results]), truncated,
-                None if masks is None else masks.flatten(0, 1))
+        reward, terminated, truncated = step_rows(results)
+        buf.add(join(obs), join(action), join(log_prob), join(value), reward, terminated,
+                truncated, None if masks is None else join(masks))
         if truncated.any():  # time limits: bootstrap from V(final obs), not from 0
-            buf.truncated_values[buf.step - 1, truncated] = cut_values(
-                runs.algo, results, bool(starts))[truncated.view(len(results), -1)]
+            buf.truncated_values[buf.step - 1, truncated] = join(
+                cut_values(runs.algo, results, bool(starts)))[truncated]
         for ctx, res in zip(runs.ctxs, results, strict=True):
             ctx.episodes.record(res)
             ctx.obs, ctx.episode_starts = res.obs, res.terminated | res.truncated
             ctx.state.global_step += per_step
-        starts = episode_starts(runs)
+        if starts:
+            starts = episode_starts(runs)
     return env_seconds
 
 
-def joined(parts: list[torch.Tensor]) -> torch.Tensor:
-    """Every run's `[N]` rows as one `[S*N]` (a single run's as they are, not copied)."""
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
+def step_rows(results: list[StepResult]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(reward, terminated, truncated) of every run's step as one `[S*N]` each, run k's rows
+    k*N ...; a single run's are its own tensors."""
+    if len(results) == 1:
+        res = results[0]
+        return res.reward, res.terminated, res.truncated
+    return (torch.cat([r.reward for r in results]), torch.cat([r.terminated for r in results]),
+            torch.cat([r.truncated for r in results]))
 
 
-def cut_values(algo: Any, results: list[StepResult], recurrent: bool) -> torch.Tensor:
-    """V(final observation) `[S, N]` for the rows a time limit ended. With memory every row is
-    evaluated, from the state after this step; runs that act alone (`runner/members.py`: a
-    single run) evaluate only the cut rows, as a single run always has."""
-    final_obs = obs_ops.stack([r.final_obs for r in results])
+def cut_values(algo: Any, results: list[StepResult], recurrent: bool) -> PerRun:
+    """V(final observation) `[N]` per run, wanted for the rows a time limit ended. With memory
+    every row is evaluated, from the state after this step; runs that act alone
+    (`runner/members.py`: a single run) evaluate only the cut rows, as a single run always has."""
+    final_obs = [r.final_obs for r in results]
     if recurrent:
         return algo.value(final_obs)
-    if isinstance(algo, OnPolicyMembers):
-        return algo.value(final_obs, rows=torch.stack([r.truncated for r in results]))
-    return algo.value(final_obs)
+    return algo.value(final_obs, rows=[r.truncated for r in results])
 
 
-def episode_starts(runs: LoopBatch) -> tuple[torch.Tensor, ...]:
-    """`(starts,)`, `[S, N]`: the rows whose current observation begins an episode (all of
-    them before a run's first step), for policies with memory; `()` for the others."""
+def episode_starts(runs: LoopBatch) -> tuple[list[torch.Tensor], ...]:
+    """`(starts,)`, `[N]` per run: the rows whose current observation begins an episode (all
+    of them before a run's first step), for policies with memory; `()` for the others."""
     if not getattr(runs.algo, "recurrent", False):
         return ()
-    return (obs_ops.stack([c.episode_starts if c.episode_starts is not None else
-                           torch.ones(c.env.spec.num_envs, dtype=torch.bool, device=c.device)
-                           for c in runs.ctxs]),)
+    return ([c.episode_starts if c.episode_starts is not None else
+             torch.ones(c.env.spec.num_envs, dtype=torch.bool, device=c.device)
+             for c in runs.ctxs],)
 
 
-def stacked_masks(runs: LoopBatch) -> torch.Tensor | None:
-    """Every run's valid actions at its current observations `[S, N, n]`, or None (an
+def run_masks(runs: LoopBatch) -> list[torch.Tensor] | None:
+    """Every run's valid actions at its current observations, `[N, n]` per run, or None (an
     unmasked env: the runs all run the same env)."""
     masks = [action_mask(c.env) for c in runs.ctxs]
-    return None if masks[0] is None else obs_ops.stack(masks)
+    return None if masks[0] is None else masks
 
 
 def per_seed_columns(x: torch.Tensor, seeds: int) -> torch.Tensor:
@@ -145,13 +148,19 @@ def per_seed_columns(x: torch.Tensor, seeds: int) -> torch.Tensor:
     return x.unflatten(1, (seeds, -1)).transpose(0, 1).contiguous()
 
 
-def per_seed(batch: RolloutBatch, steps: int, seeds: int) -> RolloutBatch:
-    """The buffer's flattened `[T*S*N, ...]` batch as `[S, T*N, ...]`: row t*N + i of run k is
-    what run k's own buffer would flatten to row t*N + i."""
+def per_run(batch: RolloutBatch, steps: int, seeds: int) -> list[RolloutBatch]:
+    """The buffer's flattened `[T*S*N, ...]` batch as each run's own `[T*N, ...]`: row t*N + i
+    of run k is what run k's own buffer would flatten to row t*N + i (a single run's batch is
+    the buffer's, as it is)."""
+    if seeds == 1:
+        return [batch]
+
     def split(x: torch.Tensor) -> torch.Tensor:
         return per_seed_columns(x.unflatten(0, (steps, -1)), seeds).flatten(1, 2)
 
-    return RolloutBatch(*(None if x is None else obs_ops.apply(split, x) for x in batch))
+    columns = [None if x is None else obs_ops.apply(split, x) for x in batch]
+    return [RolloutBatch(*(None if x is None else obs_ops.take(x, k) for x in columns))
+            for k in range(seeds)]
 
 
 def rollout_steps(state: LoopState, n_steps: int, num_envs: int) -> int:

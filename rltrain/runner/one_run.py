@@ -1,8 +1,9 @@
 """A single run as the loops see every batch of runs: a batch of one (`context.LoopBatch`).
 
 Its algorithm keeps no seed dimension: the loops call it through `runner/members.py` with S = 1,
-so every call is the one a single run makes (its numbers are its own, bit for bit), and any
-network trains this way: recurrent, image, Dict observations, torchrun's data-parallel ranks.
+passing the run's own tensors (a list of one), so every call is the one a single run makes (its
+numbers are its own, bit for bit, with no view or copy added), and any network trains this way:
+recurrent, image, Dict observations, torchrun's data-parallel ranks.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from rltrain.runner.context import LoopContext
 from rltrain.runner.members import OffPolicyMembers, OnPolicyMembers
 from rltrain.runner.runner import Runner
 from rltrain.seed_batch.rng import SeedStreams
+from rltrain.seed_batch.stacked_calls import stacked_calls
 from rltrain.seed_batch.view import SeedView
 from rltrain.types import StepResult
 
@@ -70,7 +71,7 @@ def batched(runners: list[Runner], streams: SeedStreams, quiet: bool = False) ->
                      "in turn in this process", len(members), name.upper(), name.upper())
         return members_in_turn(members, streams, spec)
     try:
-        return stack(members, streams)
+        return stacked_calls(stack(members, streams), entry.family)
     except NotStackable as exc:
         if not quiet:
             log.info("num_seeds=%d: %s cannot run stacked (%s); each seed's own %s acts and "
@@ -86,7 +87,7 @@ def attach(algo: Any, runners: list[Runner]) -> None:
     if isinstance(algo, OnPolicyMembers | OffPolicyMembers):
         return
     for k, runner in enumerate(runners):
-        runner.algo = runner.ctx.algo = SeedView(algo, k, runner.algo)
+        runner.algo = runner.ctx.algo = SeedView(algo.algo, k, runner.algo)
 
 
 def detach(runners: list[Runner]) -> None:

@@ -57,7 +57,7 @@ def feed(replay: HerReplayBuffer, lengths: list[list[int]], running: list[int],
         done = torch.tensor([d for _, _, d in ep])
         term = torch.zeros(rows, dtype=torch.bool) if truncated else done
         replay.add(obs, torch.zeros(rows, dtype=torch.long), torch.full((rows,), 7.0), nxt,
-                   term, done=done)
+                   term, truncated=done & ~term)
 
 
 def relabelled(replay: HerReplayBuffer, batch: int = 4000, seed: int = 0):

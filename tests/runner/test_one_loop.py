@@ -48,7 +48,7 @@ def test_the_scan_sees_a_second_loop(tmp_path):
 
 def test_a_batch_of_one_calls_its_algorithm_as_a_single_run_does():
     """Seen through `OnPolicyMembers` with S = 1, a run's act and value are its own, bit for bit,
-    with the runs' dimension added (and only the asked rows evaluated)."""
+    its tensors passed and returned as they are (and only the asked rows evaluated)."""
     env = make_env(EnvConfig(id="CartPole-v1", num_envs=3), torch.device("cpu"))
     algo = ppo.build(ppo.PPOConfig(hidden_sizes=[8]), env.spec, "cpu")
     obs = env.reset(seed=0)
@@ -56,9 +56,34 @@ def test_a_batch_of_one_calls_its_algorithm_as_a_single_run_does():
     torch.manual_seed(1)
     action, log_prob, value = algo.act(obs)
     torch.manual_seed(1)
-    got = one.act(obs.unsqueeze(0))
+    got = one.act([obs])
     assert all(torch.equal(g[0], w) for g, w in zip(got, (action, log_prob, value), strict=True))
-    rows = torch.tensor([[True, False, True]])
-    cut = one.value(obs.unsqueeze(0), rows=rows)
-    assert torch.equal(cut[0, rows[0]], algo.value(obs[rows[0]])) and cut[0, 1] == 0
+    rows = torch.tensor([True, False, True])
+    cut = one.value([obs], rows=[rows])
+    assert torch.equal(cut[0][rows], algo.value(obs[rows])) and cut[0][1] == 0
     env.close()
+
+
+def test_runs_rows_join_in_run_order_and_a_single_run_keeps_its_own():
+    """The loops store every run's rows as one `[S*N]` (run k's rows k*N ...): a single run's
+    tensor (or Dict observation) is passed on as it is, not copied."""
+    from rltrain.obs import join
+    from rltrain.runner.on_policy import step_rows
+    from rltrain.types import StepResult
+
+    one = torch.arange(3.0)
+    assert join([one]) is one
+    assert join([torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0])]).tolist() == [1, 2, 3, 4]
+    joined = join([{"a": torch.zeros(2, 1)}, {"a": torch.ones(2, 1)}])
+    assert joined["a"].squeeze(1).tolist() == [0, 0, 1, 1]
+
+    def step(r, t):
+        return StepResult(torch.zeros(2, 1), torch.tensor(r), torch.tensor(t),
+                          torch.tensor([False, t[1]]), torch.zeros(2, 1))
+
+    first, second = step([1.0, 2.0], [True, False]), step([3.0, 4.0], [False, True])
+    assert all(a is b for a, b in zip(step_rows([first]), (first.reward, first.terminated,
+                                                           first.truncated), strict=True))
+    reward, terminated, truncated = step_rows([first, second])
+    assert reward.tolist() == [1, 2, 3, 4] and terminated.tolist() == [True, False, False, True]
+    assert truncated.tolist() == [False, False, False, True]

@@ -100,7 +100,7 @@ def test_a_diverging_seed_stops_alone(tmp_path, caplog):
     def poison(state):
         if state.iteration == 3:
             with torch.no_grad():
-                for p in runner.batch.algo.policy.parameters():  # stacked: [S, ...]
+                for p in runner.batch.algo.algo.policy.parameters():  # stacked: [S, ...]
                     p[1].fill_(float("nan"))
 
     runner.runners[1].add_callback("post_update", poison)
