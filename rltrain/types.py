@@ -98,6 +98,11 @@ class RolloutBatch(NamedTuple):
     returns: torch.Tensor
     action_masks: torch.Tensor | None = None
     """bool [B, n], True = valid: the masks the actions were sampled under (None: unmasked)."""
+    rewards: torch.Tensor | None = None
+    """float [B]: the env's reward of each step, as stored (None: a batch built without it)."""
+    dones: torch.Tensor | None = None
+    """bool [B]: the step ended its episode (terminated or truncated): ARS scores whole
+    episodes from `rewards` and these (None: a batch built without them)."""
 
 
 class TransitionBatch(NamedTuple):

@@ -201,7 +201,7 @@ def test_typo_fields_at_other_levels_suggest_the_real_one(override, near):
 
 @pytest.mark.parametrize("override, near", [
     ("lr=1e-3", "algo.lr"), ("gamma=0.9", "algo.gamma"), ("num_envs=4", "env.num_envs or eval.num_envs"),
-    ("rmsprop_alpha=0.9", "algo.rmsprop_alpha (a2c)"), ("n_steps=5", "algo.n_steps (a2c, ppo, pqn, trpo)"),
+    ("rmsprop_alpha=0.9", "algo.rmsprop_alpha (a2c)"), ("n_steps=5", "algo.n_steps (a2c, ars, ppo, pqn, trpo)"),
     ("episodes=3", "eval.episodes")])
 def test_a_section_field_given_at_the_top_level_suggests_its_section(override, near):
     assert user_error(override) == f"unknown field '{override.split('=')[0]}': did you mean {near}?"

@@ -24,7 +24,7 @@ from tests.e2e.harness import EXIT_USAGE, assert_refused, run_cli
 
 ATARI_ALIASES = ("breakout", "pong", "spaceinvaders", "seaquest", "qbert", "beamrider", "enduro",
                  "asteroids", "mspacman")
-OTHER_ALIASES = ("halfcheetah", "hopper", "walker2d", "ant", "humanoid", "lunarlander",
+OTHER_ALIASES = ("halfcheetah", "hopper", "walker2d", "ant", "humanoid", "swimmer", "lunarlander",
                  "lunarlander_continuous", "bipedalwalker", "mountaincar", "mountaincar_continuous")
 QUIET = ["logger=none", "progress=off"]
 

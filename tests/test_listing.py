@@ -17,7 +17,8 @@ def test_traits_and_options_match_the_registry():
     assert {k: e.family for k, e in ALGORITHMS.items()} == {
         "ppo": "on_policy", "a2c": "on_policy", "dqn": "off_policy", "ddpg": "off_policy",
         "td3": "off_policy", "sac": "off_policy", "qrdqn": "off_policy", "tqc": "off_policy",
-        "pqn": "on_policy", "trpo": "on_policy", "crossq": "off_policy"}
+        "pqn": "on_policy", "trpo": "on_policy", "crossq": "off_policy",
+        "ars": "on_policy"}
     options = {o.option: o.algo for o in algo_options()}
     assert set(ALGOS) <= set(options)  # every algorithm has its own option
     assert set(options.values()) <= set(ALGOS)  # and every option builds one of them

@@ -99,7 +99,7 @@ def test_an_atari_id_gets_no_continuous_hint():
     to an AssertionError inside the env's reset."""
     with pytest.raises(UserError) as err:
         check_action_space("sac", "discrete", "ALE/Breakout-v5")
-    assert str(err.value).endswith("algorithms that fit: a2c, dqn, ppo, pqn, qrdqn, trpo")
+    assert str(err.value).endswith("algorithms that fit: a2c, ars, dqn, ppo, pqn, qrdqn, trpo")
 
 
 def test_matching_action_space_passes(box_only):

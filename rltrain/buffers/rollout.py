@@ -94,4 +94,5 @@ class RolloutBuffer:
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
         masks = None if self.action_masks is None else flat(self.action_masks)
         return RolloutBatch(obs_ops.apply(flat, self.obs), flat(self.actions), flat(self.log_probs),
-                            flat(self.values), flat(adv), flat(ret), masks)
+                            flat(self.values), flat(adv), flat(ret), masks, flat(self.rewards),
+                            flat(done))

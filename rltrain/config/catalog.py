@@ -75,6 +75,8 @@ ALGORITHMS: dict[str, AlgoEntry] = {
     "trpo": AlgoEntry("rltrain.algos.configs.trpo:TRPOConfig", "rltrain.algos.trpo", ALL_ACTIONS),
     "crossq": AlgoEntry("rltrain.algos.configs.crossq:CrossQConfig", "rltrain.algos.crossq",
                         ("box",)),
+    "ars": AlgoEntry("rltrain.algos.configs.ars:ARSConfig", "rltrain.algos.ars",
+                     ("discrete", "box")),
 }
 """The one table of algorithms (`registry.ALGOS` is this dict): adding one is its file, its
 config, one entry here and its YAML (`conf/algo/`); the registry, `rltrain list`, the config

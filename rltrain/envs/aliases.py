@@ -22,6 +22,7 @@ ENV_ALIASES: dict[str, str] = {
     "walker2d": "Walker2d-v5",
     "ant": "Ant-v5",
     "humanoid": "Humanoid-v5",
+    "swimmer": "Swimmer-v5",
     "breakout": "ALE/Breakout-v5",
     "pong": "ALE/Pong-v5",
     "spaceinvaders": "ALE/SpaceInvaders-v5",

@@ -79,7 +79,7 @@ TRAIN_CASES = [
     case(["env.backend=null"], "env.backend=null: choose auto, gymnasium, envpool, torch"),
     case(["env.vectorization=NULL"], "env.vectorization=null: choose sync or async"),
     case(["progress=null"], "progress=null: choose one of auto, bar, plain, off"),
-    case(["algo=null"], "unknown algo null: choose one of a2c, crossq, ddpg, dqn, ppo, ppo_lstm, pqn, qrdqn, sac, td3, tqc, trpo"),
+    case(["algo=null"], "unknown algo null: choose one of a2c, ars, crossq, ddpg, dqn, ppo, ppo_lstm, pqn, qrdqn, sac, td3, tqc, trpo"),
     case(["env.backend=~"], "cannot parse env.backend=~: Hydra reads '~' only inside quotes; "
                             "in a shell: 'env.backend=\"~\"'"),
     case(["algo.lr=null"], "algo.lr=null: expected a float, got null"),

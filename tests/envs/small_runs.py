@@ -31,6 +31,8 @@ def small_run(algo: str, env_id: str, steps: int = 192, *extra: str) -> list[str
         out += ["algo.n_steps=8"]
     elif algo == "trpo":
         out += ["algo.n_steps=16", "algo.batch_size=16", "algo.n_critic_updates=2"]
+    elif algo == "ars":  # one-step rollouts; 4 episodes a generation
+        out += ["algo.n_delta=2"]
     else:
         out += ["algo.learning_starts=32", "algo.batch_size=16", "algo.buffer_size=500",
                 "checkpoint.save_buffer=true", *(["algo.train_freq=4"] if algo == "dqn" else []),

@@ -26,18 +26,23 @@ an algorithm added to the registry is covered without editing this file."""
 
 def build(name: str, obs_shape: tuple[int, ...] = (3,), pixels: bool = False, **fields):
     """Algorithm `name` on a 2-action env, with `algo.hidden_sizes=[16, 16]` (and CrossQ's
-    `algo.critic_hidden_sizes`) and `fields`."""
+    `algo.critic_hidden_sizes`; ARS's initial weights, which it zeroes by default) and `fields`."""
     torch.manual_seed(0)
     spec = ALGOS[name]
-    sizes = {"hidden_sizes": [16, 16]}
+    sizes: dict = {"hidden_sizes": [16, 16]}
+    if name == "ars":
+        sizes["zero_policy"] = False
     if "critic_hidden_sizes" in {f.name for f in dataclasses.fields(spec.config)}:  # CrossQ's
         sizes["critic_hidden_sizes"] = [16, 16]
     cfg = spec.config(**sizes, net=NetConfig(**fields))
     return spec.build(cfg, EnvSpec(obs_shape, KIND[name], 2, 1, pixels), "cpu")
 
 
-def networks(name: str, algo) -> tuple[nn.Sequential | None, nn.Sequential]:
-    """(policy MLP, value/Q MLP) of an algorithm; DQN has no separate policy network."""
+def networks(name: str, algo) -> tuple[nn.Sequential | None, nn.Sequential | None]:
+    """(policy MLP, value/Q MLP) of an algorithm; DQN has no separate policy network, ARS no
+    value network."""
+    if name == "ars":
+        return algo.policy.body, None
     if name in ("ppo", "a2c", "trpo"):
         return algo.policy.actor_body, algo.policy.critic
     if name in ("dqn", "qrdqn", "pqn"):
@@ -87,7 +92,8 @@ def test_net_hidden_and_activation_set_every_network(name):
 def test_actor_and_critic_widths_follow_their_own_fields(name):
     algo = build(name, hidden=[8], actor_hidden=[20], critic_hidden=[28, 14])
     actor, critic = networks(name, algo)
-    assert widths(critic) == [28, 14]
+    if critic is not None:  # ARS refuses net.critic_hidden when its config is validated
+        assert widths(critic) == [28, 14]
     if actor is not None:
         assert widths(actor) == [20]
 
@@ -120,8 +126,18 @@ def test_ppo_algo_ortho_init_false_stays_the_default_of_net_ortho_init():
     assert specs.actor.ortho is False and specs.critic.ortho is False
 
 
+NO_CNN = {"ars": "a linear or MLP policy on flattened inputs, as SB3-contrib's ARS has"}
+"""Algorithms that refuse the CNN encoder (images need `net.encoder=flatten`), and why."""
+
+
 @pytest.mark.parametrize("name", sorted(ALGOS))
 def test_image_observations_get_a_cnn_encoder_in_every_network(name):
+    if name in NO_CNN:
+        with pytest.raises(UserError, match="no CNN.*net.encoder=flatten"):
+            build(name, (40, 40, 3), pixels=True, cnn_channels=[4, 8, 8], cnn_features=32)
+        algo = build(name, (40, 40, 3), pixels=True, encoder="flatten")
+        assert algo.policy.body[0].in_features == 40 * 40 * 3
+        return
     algo = build(name, (40, 40, 3), pixels=True, cnn_channels=[4, 8, 8], cnn_features=32)
     modules = {id(m): m for m in vars(algo).values() if isinstance(m, nn.Module)}
     encoders = [e for m in modules.values() for e in m.modules() if isinstance(e, NatureCNN)]

@@ -25,6 +25,7 @@ def tiny(name: str, seed: int = 0, extra: tuple[str, ...] = ()) -> TrainConfig:
     env = "CartPole-v1" if "discrete" in spec.action_kinds else "Pendulum-v1"
     family = (["algo.n_steps=16", "algo.batch_size=16", "algo.n_epochs=2"]
               if spec.family == "on_policy" and name in ("ppo", "pqn") else
+              ["algo.n_delta=2"] if name == "ars" else  # one-step rollouts; 4 episodes a generation
               ["algo.n_steps=16"] if spec.family == "on_policy" else
               ["algo.learning_starts=32", "algo.batch_size=16", "algo.buffer_size=500",
                "checkpoint.save_buffer=true",

@@ -126,7 +126,9 @@ def test_what_cannot_be_stacked_is_one_line(extra, fragment):
 
 
 IN_TURN = {"trpo": "its conjugate gradient and line search are per seed",
-           "crossq": "BatchRenorm layers do not stack"}
+           "crossq": "BatchRenorm layers do not stack",
+           "ars": "each row acts with its own candidate's weights and each seed's generation "
+                  "is scored and stepped alone (no gradients for a stacked step to batch)"}
 """Built-in algorithms whose seed batches run each seed's own algorithm in turn, and why."""
 
 
