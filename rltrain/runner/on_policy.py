@@ -99,10 +99,15 @@ def collect(runs: LoopBatch, buf: RolloutBuffer, steps: int, per_step: int) -> f
                 cut_values(runs.algo, results, bool(starts)))[truncated]
         for ctx, res in zip(runs.ctxs, results, strict=True):
             ctx.episodes.record(res)
-            ctx.obs, ctx.episode_starts = res.obs, res.terminated | res.truncated
+            ctx.obs = res.obs
             ctx.state.global_step += per_step
-        if starts:
+        if starts:  # memory: the next act zeroes the state of the rows that begin an episode
+            for ctx, res in zip(runs.ctxs, results, strict=True):
+                ctx.episode_starts = res.terminated | res.truncated
             starts = episode_starts(runs)
+    if not starts:  # for the checkpoint (a policy without memory reads none)
+        for ctx, res in zip(runs.ctxs, results, strict=True):
+            ctx.episode_starts = res.terminated | res.truncated
     return env_seconds
 
 
