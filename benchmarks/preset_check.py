@@ -56,7 +56,6 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("dqn", "CartPole-v1"): Check(50_000, "dqn_cartpole", 500.0, "50k (v1)"),
     ("sac", "Pendulum-v1"): Check(20_000, "sac_pendulum", -157.0, "20k (v0)"),
     ("td3", "Pendulum-v1"): Check(20_000, "td3_pendulum", -151.9, "20k (v0)"),
-    ("qrdqn", "CartPole-v1"): Check(50_000, "qrdqn_cartpole", 500.0, "50k (v1)"),
     ("tqc", "Pendulum-v1"): Check(20_000, "tqc_pendulum", -151.3, "20k (v0)"),
     ("pqn", "CartPole-v1"): Check(500_000, "pqn_cartpole", 495.1, "500k (CleanRL, training episodes)"),
     ("a2c", "CartPole-v1"): Check(500_000, "a2c_cartpole", 500.0, "500k (v1)"),
