@@ -30,8 +30,6 @@ NEVER_RUN = {
        for env in ("hopper", "halfcheetah")},
     "qrdqn_lunarlander": "RL-Zoo's qrdqn.yml values and budget (LunarLander-v2's), added with "
                          "QR-DQN; not measured yet",
-    "trpo_pendulum": "RL-Zoo's trpo.yml values and budget (100k), added with TRPO; one seed run by "
-                     "hand (seed 0: -117.0, tests/algos/test_trpo.py), not by preset_check.py yet",
     "trpo_hopper": "RL-Zoo's trpo.yml values and budget (1M), added with TRPO; not measured yet",
     **{f"crossq_{env}": "RL-Zoo's crossq.yml values and budget, added with CrossQ; not "
                         "measured yet" for env in ("pendulum", "hopper", "halfcheetah")},
