@@ -107,8 +107,9 @@ TASKS: dict[tuple[str, str], Task] = {
     ("a2c", "CartPole-v1"): Task(500_000, 475.0),
     # issue 55: SB3-contrib's algorithms, its own implementation beside each (RL-Zoo's entries)
     ("qrdqn", "CartPole-v1"): Task(50_000, 200.0, beat_sb3=True, preset="qrdqn_cartpole",
-        note="RL-Zoo publishes 500; both sides' evaluations oscillate between ~100 and 500 "
-             "from 25k on (curves in the issue 55 note), so one final evaluation decides",
+        note="RL-Zoo publishes 500; both sides' evaluations swing between ~100 and 500 from "
+             "25k on; with SB3's target-copy timing (before a burst, not after its first step) "
+             "ours ends at 494.6, 500, 500 (issue 55 note; not yet in the code)",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
     ("trpo", "Pendulum-v1"): Task(100_000, -200.0, beat_sb3=True, preset="trpo_pendulum",
