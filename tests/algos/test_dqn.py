@@ -110,11 +110,30 @@ def test_hard_target_update_copies_exactly_at_interval_and_not_before():
     algo.update(make_batch(), global_step=99)
     assert all(torch.equal(p, q) for p, q in zip(algo.q_target.parameters(), initial, strict=True))
     assert not params_equal(algo.q_target, algo.q_net)
-    algo.update(make_batch(), global_step=100)
-    assert params_equal(algo.q_target, algo.q_net)
-    algo.update(make_batch(), global_step=150)  # next copy is due at 200
+    online = [p.clone() for p in algo.q_net.parameters()]
+    algo.update(make_batch(), global_step=100)  # copied first, then the gradient step
+    assert all(torch.equal(p, q) for p, q in zip(algo.q_target.parameters(), online, strict=True))
     assert not params_equal(algo.q_target, algo.q_net)
+    algo.update(make_batch(), global_step=150)  # next copy is due at 200
+    assert all(torch.equal(p, q) for p, q in zip(algo.q_target.parameters(), online, strict=True))
     assert algo.next_target_update == 200
+
+
+def test_every_step_of_a_burst_regresses_toward_the_copy_that_fell_due():
+    """A burst of gradient steps at one env step (train_freq / gradient_steps) uses the online
+    network as of the due copy as its target from its first step on (SB3 copies while
+    collecting), not the copy a burst older."""
+    algo = make_dqn(tau=1.0, target_update_interval=10)
+    algo.update(make_batch(), global_step=10)  # the first burst's copy
+    for _ in range(3):
+        algo.update(make_batch(), global_step=10)
+    before_burst = [p.clone() for p in algo.q_net.parameters()]
+    batch = make_batch()
+    seen = []
+    real = algo.td_targets
+    algo.td_targets = lambda b: seen.append([p.clone() for p in algo.q_target.parameters()]) or real(b)
+    algo.update(batch, global_step=20)  # the next burst: its copy is due
+    assert all(torch.equal(p, q) for p, q in zip(seen[0], before_burst, strict=True))
 
 
 @pytest.mark.parametrize("tau", [1.0, 0.25])
