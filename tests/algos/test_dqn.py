@@ -149,12 +149,16 @@ def test_the_target_update_carries_buffers_as_well(tau):
 
 
 def test_polyak_target_update_blends_every_step_when_tau_below_one():
+    """The blend comes before the step's gradient step: it mixes in the online network as it
+    was when the update began."""
     algo = make_dqn(tau=0.25)
-    before = [p.clone() for p in algo.q_target.parameters()]
-    algo.update(make_batch(), global_step=1)
-    for t, old, online in zip(algo.q_target.parameters(), before, algo.q_net.parameters(),
-                              strict=True):
-        assert torch.allclose(t, 0.75 * old + 0.25 * online)
+    for step in (1, 2):
+        before = [p.clone() for p in algo.q_target.parameters()]
+        online = [p.clone() for p in algo.q_net.parameters()]
+        algo.update(make_batch(), global_step=step)
+        for t, old, net in zip(algo.q_target.parameters(), before, online, strict=True):
+            assert torch.allclose(t, 0.75 * old + 0.25 * net)
+        assert not params_equal(algo.q_target, algo.q_net)
 
 
 def test_update_changes_online_parameters_and_reports_metrics():
