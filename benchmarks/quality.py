@@ -112,6 +112,10 @@ TASKS: dict[tuple[str, str], Task] = {
              "ours ends at 494.6, 500, 500 (issue 55 note; not yet in the code)",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
+    ("qrdqn", "LunarLander-v3"): Task(100_000, 100.0, beat_sb3=True, preset="qrdqn_lunarlander",
+        note="the DQN row's floor (RL-Zoo publishes no QR-DQN LunarLander figure)",
+        time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
+                   "equal settings); no lighter preset measured"),
     ("trpo", "Pendulum-v1"): Task(100_000, -200.0, beat_sb3=True, preset="trpo_pendulum",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),

@@ -71,6 +71,13 @@ RL_ZOO: dict[tuple[str, str], dict[str, Any]] = {
         "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
         "policy_kwargs": {"net_arch": [256, 256], "n_quantiles": 10},
     },
+    ("qrdqn", "LunarLander-v3"): {  # LunarLander-v2
+        "n_timesteps": 1e5, "policy": "MlpPolicy", "learning_rate": "lin_1.5e-3",
+        "batch_size": 128, "buffer_size": 100000, "learning_starts": 10000, "gamma": 0.995,
+        "target_update_interval": 1, "train_freq": 256, "gradient_steps": -1,
+        "exploration_fraction": 0.24, "exploration_final_eps": 0.18,
+        "policy_kwargs": {"net_arch": [256, 256], "n_quantiles": 170},
+    },
     ("trpo", "Pendulum-v1"): {  # "# Tuned"
         "n_envs": 2, "n_timesteps": 1e5, "policy": "MlpPolicy", "gamma": 0.9, "n_steps": 1024,
         "n_critic_updates": 15, "sub_sampling_factor": 1, "use_sde": True, "sde_sample_freq": 4,
