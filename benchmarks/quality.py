@@ -52,6 +52,9 @@ class Task:
     algo: str | None = None
     """The rltrain `algo=` option and the RL-Zoo entry's algo, when the row's key is a label
     (`ppo_gsde`); None: the key's algo."""
+    metric: str = "mean_reward"
+    """What the final evaluation scores: the mean return, or `success_rate` (a goal env's share
+    of evaluation episodes whose last step reported `is_success`)."""
 
 
 # (algo, env id) -> Task. The issue's table, then the CartPole / Pendulum rows kept from before.
@@ -116,6 +119,12 @@ TASKS: dict[tuple[str, str], Task] = {
         note="the DQN row's floor (RL-Zoo publishes no QR-DQN LunarLander figure)",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
+    ("sac", "FetchReach-v4"): Task(20_000, 0.9, beat_sb3=True, metric="success_rate",
+        note="HER; success rate of the 10 final episodes, not the return; SB3: HER + SAC, "
+             "RL-Zoo's FetchReach entry (1 critic, VecNormalize); needs the robotics extra, "
+             "whose mujoco pin (<3.12) is installed in a venv of its own",
+        time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
+                   "equal settings); no lighter preset measured"),
     ("trpo", "Pendulum-v1"): Task(100_000, -200.0, beat_sb3=True, preset="trpo_pendulum",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
@@ -161,7 +170,11 @@ def run_rltrain(algo: str, env: str, seed: int) -> dict:
     if run["final"].get("stopped"):  # a signal or STOP file: no final eval, nothing to record
         raise SystemExit(f"{task_key(algo, env)} rltrain seed {seed} was stopped "
                          f"({run['final']['stopped']}); nothing recorded")
-    return {"final_eval": float(run["final"]["mean_reward"]), "seconds": run["train_seconds"],
+    metric = TASKS[(algo, env)].metric
+    if metric not in run["final"]:
+        raise SystemExit(f"{task_key(algo, env)}: the final evaluation gave no {metric} (does "
+                         f"the env report info['is_success']?)")
+    return {"final_eval": float(run["final"][metric]), "seconds": run["train_seconds"],
             "budget": TASKS[(algo, env)].budget, "preset": cfg.preset, "engine": engine}
 
 
@@ -171,7 +184,13 @@ def run_sb3(algo: str, env: str, seed: int) -> dict:
     from sb3_side import run_sb3_final
 
     task = TASKS[(algo, env)]
-    return run_sb3_final(task.algo or algo, env, seed, task.budget, eval_episodes=10)
+    run = run_sb3_final(task.algo or algo, env, seed, task.budget, eval_episodes=10)
+    if task.metric != "mean_reward":
+        if task.metric not in run:
+            raise SystemExit(f"{task_key(algo, env)}: SB3's final evaluation gave no "
+                             f"{task.metric}")
+        run["mean_reward"], run["final_eval"] = run["final_eval"], run[task.metric]
+    return run
 
 
 def has_side(algo: str, env: str, side: str) -> bool:

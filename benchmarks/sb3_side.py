@@ -78,6 +78,14 @@ RL_ZOO: dict[tuple[str, str], dict[str, Any]] = {
         "exploration_fraction": 0.24, "exploration_final_eps": 0.18,
         "policy_kwargs": {"net_arch": [256, 256], "n_quantiles": 170},
     },
+    # sac.yml / tqc.yml "HER Robotics GoalEnvs", FetchReach-v1 (gymnasium-robotics: v4)
+    ("sac", "FetchReach-v4"): {
+        "n_timesteps": 2e4, "policy": "MultiInputPolicy", "buffer_size": 1000000,
+        "ent_coef": "auto", "batch_size": 256, "gamma": 0.95, "learning_rate": 1e-3,
+        "learning_starts": 1000, "normalize": True, "replay_buffer_class": "HerReplayBuffer",
+        "replay_buffer_kwargs": {"goal_selection_strategy": "future", "n_sampled_goal": 4},
+        "policy_kwargs": {"net_arch": [64, 64], "n_critics": 1},
+    },
     ("trpo", "Pendulum-v1"): {  # "# Tuned"
         "n_envs": 2, "n_timesteps": 1e5, "policy": "MlpPolicy", "gamma": 0.9, "n_steps": 1024,
         "n_critic_updates": 15, "sub_sampling_factor": 1, "use_sde": True, "sde_sample_freq": 4,
@@ -231,6 +239,10 @@ def model_kwargs(hp: dict[str, Any], n_actions: int | None) -> dict[str, Any]:
 
         kwargs["policy_kwargs"] = {**kwargs["policy_kwargs"],
                                    "activation_fn": getattr(nn, kwargs["policy_kwargs"]["activation_fn"])}
+    if kwargs.get("replay_buffer_class") == "HerReplayBuffer":  # a class name in RL-Zoo's yaml
+        from stable_baselines3 import HerReplayBuffer
+
+        kwargs["replay_buffer_class"] = HerReplayBuffer
     if isinstance(kwargs.get("train_freq"), list):  # [1, "episode"]
         kwargs["train_freq"] = tuple(kwargs["train_freq"])
     if hp.get("noise_type"):
@@ -428,12 +440,24 @@ def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes:
     seconds = time.perf_counter() - t0
     eval_env = make_envs(env_id, hp, 1, seed + 10_000, training=False)
     sync_envs_normalization(env, eval_env)  # no-op without VecNormalize
-    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True)
+    successes: list[float] = []  # a goal env's info["is_success"] at each episode's end
+    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True,
+                              callback=lambda local, _: record_success(local, successes))
     if save is not None:
         model.save(save)
         if hasattr(env, "obs_rms"):  # VecNormalize
             env.save(str(save) + ".vecnormalize.pkl")
     env.close()
     eval_env.close()
-    return {"final_eval": float(mean), "seconds": seconds, "budget": int(budget),
-            "steps": int(model.num_timesteps)}
+    out = {"final_eval": float(mean), "seconds": seconds, "budget": int(budget),
+           "steps": int(model.num_timesteps)}
+    if successes:
+        out["success_rate"] = sum(successes) / len(successes)
+    return out
+
+
+def record_success(local: dict[str, Any], successes: list[float]) -> None:
+    """`evaluate_policy`'s per-step callback: the `is_success` of an env's info at an episode's
+    end (as SB3's EvalCallback reads it), if the env gives one."""
+    if local.get("done") and "is_success" in local.get("info", {}):
+        successes.append(float(local["info"]["is_success"]))

@@ -162,6 +162,8 @@ def test_a_missing_preset_file_means_no_preset():
     (["algo=ppo", "env=lunarlander"], "Box2D", 'LunarLander-v3 needs Box2D: pip install "rltrain[box2d]"'),
     (["algo=ppo", "env=ALE/Pong-v5"], "ale_py", 'ALE/Pong-v5 needs Atari'),
     (["algo=ppo", "env=breakout"], "cv2", 'ALE/Breakout-v5 needs Atari'),
+    (["algo=sac", "env.id=FetchReach-v4", "algo.replay=her"], "gymnasium_robotics",
+     'FetchReach-v4 needs gymnasium-robotics: pip install "rltrain[robotics]"'),
 ])
 def test_a_missing_extra_is_one_line_naming_it(argv, module, message, tmp_path, monkeypatch, capfd):
     monkeypatch.setitem(sys.modules, module, None)  # `import module` now raises ImportError
@@ -170,6 +172,33 @@ def test_a_missing_extra_is_one_line_naming_it(argv, module, message, tmp_path, 
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
     result = run_cli(argv, tmp_path, monkeypatch, capfd)
     assert_refused(result, EXIT_USAGE, message)
+
+
+@pytest.mark.parametrize(("env_id", "family"), [
+    ("FetchReach-v4", "robotics"), ("FetchPush-v4", "robotics"), ("PointMaze_UMaze-v3", "robotics"),
+    ("AntMaze_UMaze-v5", "robotics"), ("HandManipulateBlock-v1", "robotics"),
+    ("Ant-v5", "mujoco"), ("Reacher-v5", "mujoco"), ("CartPole-v1", None),
+])
+def test_gymnasium_robotics_ids_are_their_own_family(env_id, family):
+    assert family_of(env_id) == family
+
+
+@pytest.mark.parametrize(("robotics", "mujoco", "refused"), [
+    ((1, 4, 2), (3, 12, 0), True), ((1, 4, 2), (4, 0, 0), True), ((1, 4, 2), (3, 11, 0), False),
+    ((1, 4, 3), (4, 0, 0), False), ((), (4, 0, 0), False),
+])
+def test_a_robotics_release_that_cannot_build_with_its_mujoco_is_one_line(robotics, mujoco,
+                                                                           refused, monkeypatch):
+    from rltrain.envs import families
+
+    versions = {"gymnasium-robotics": robotics, "mujoco": mujoco}
+    monkeypatch.setattr(families, "_version", versions.__getitem__)
+    if not refused:
+        families.check_robotics_mujoco("FetchReach-v4")
+        return
+    with pytest.raises(UserError, match='pip install "mujoco<3.12"') as info:
+        families.check_robotics_mujoco("FetchReach-v4")
+    assert "\n" not in str(info.value) and str(info.value).startswith("FetchReach-v4: ")
 
 
 def test_an_id_outside_the_families_needs_no_extra(monkeypatch):

@@ -135,10 +135,12 @@ def _print_eval_table(result: dict) -> None:
 
     table = Table(title=f"{result['algo']} on {result['env']} — {result['episodes']} episodes "
                         f"({'deterministic' if result['deterministic'] else 'stochastic'})")
-    for col in ("mean return", "std", "min", "max", "mean length"):
+    columns = {"mean return": "mean_reward", "std": "std_reward", "min": "min_reward",
+               "max": "max_reward", "mean length": "mean_length", "success rate": "success_rate"}
+    shown = {col: key for col, key in columns.items() if key in result}
+    for col in shown:
         table.add_column(col, justify="right")
-    table.add_row(*(f"{result[k]:.2f}" for k in ("mean_reward", "std_reward", "min_reward",
-                                                   "max_reward", "mean_length")))
+    table.add_row(*(f"{result[k]:.2f}" for k in shown.values()))
     console = Console()
     console.print(table)
     if "note" in result:

@@ -23,6 +23,8 @@ ENV_ALIASES: dict[str, str] = {
     "ant": "Ant-v5",
     "humanoid": "Humanoid-v5",
     "swimmer": "Swimmer-v5",
+    "fetchreach": "FetchReach-v4",  # gymnasium-robotics' goal envs (the `robotics` extra)
+    "fetchpush": "FetchPush-v4",
     "breakout": "ALE/Breakout-v5",
     "pong": "ALE/Pong-v5",
     "spaceinvaders": "ALE/SpaceInvaders-v5",

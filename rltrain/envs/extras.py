@@ -84,6 +84,22 @@ def _numeric(value: Any) -> np.ndarray | None:
     return arr.astype(np.float64, copy=False)
 
 
+def episode_success(info: dict[str, Any], done: np.ndarray) -> np.ndarray | None:
+    """`info["is_success"]` of the step that ended each row in `done` (a goal env's, as
+    gymnasium-robotics' and SB3's bit-flipping envs report it), float64 `[k]` in the rows' order;
+    NaN for an ended row that reported none; None when none of them did (most envs)."""
+    final = info.get("final_info")
+    if "is_success" not in info and (not final or "is_success" not in final):
+        return None
+    merged = _merge(info, final, info.get("_final_info"), "is_success")
+    if merged is None:
+        return None
+    values, mask = merged
+    if not mask[done].any():
+        return None
+    return np.where(mask, values, np.nan)[done]
+
+
 def set_log_keys(env: Any, keys: list[str] | tuple[str, ...]) -> None:
     """Ask every layer of `env` that forwards info keys (`GymVecEnv.log_keys`) to forward `keys`."""
     layer = env

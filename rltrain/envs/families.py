@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from rltrain.errors import UserError
 from rltrain.text import first_line
@@ -25,12 +26,19 @@ BOX2D_NAMES = frozenset({
     "BipedalWalker", "BipedalWalkerHardcore", "CarRacing", "LunarLander", "LunarLanderContinuous",
 })
 
+# gymnasium-robotics' goal envs (Fetch, Shadow hand, mazes) and its other MuJoCo tasks
+ROBOTICS_PREFIXES = ("Fetch", "HandReach", "HandManipulate", "PointMaze", "AntMaze",
+                     "AdroitHand", "FrankaKitchen")
+
 
 def family_of(env_id: str) -> str | None:
-    """"atari" (`ALE/<Game>-v5`), "mujoco", "box2d", or None for every other id."""
+    """"atari" (`ALE/<Game>-v5`), "mujoco", "box2d", "robotics" (gymnasium-robotics' ids:
+    `FetchReach-v4`, `PointMaze_UMaze-v3`, ...), or None for every other id."""
     if env_id.startswith("ALE/"):
         return "atari"
     name = env_id.rpartition("/")[2].rsplit("-v", 1)[0]
+    if name.startswith(ROBOTICS_PREFIXES):
+        return "robotics"
     if name in MUJOCO_NAMES:
         return "mujoco"
     if name in BOX2D_NAMES:
@@ -83,7 +91,36 @@ EXTRAS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "atari": ("Atari (ale-py and opencv)", "atari", ("ale_py", "cv2")),
     "mujoco": ("MuJoCo", "mujoco", ("mujoco",)),
     "box2d": ("Box2D", "box2d", ("Box2D",)),
+    "robotics": ("gymnasium-robotics", "robotics", ("gymnasium_robotics",)),
 }
+
+ROBOTICS_MUJOCO_FIXED = (1, 4, 3)
+"""gymnasium-robotics releases before this one compare `model.jnt_type` (numpy ints) with
+mujoco's joint-type enums, which stopped comparing equal in mujoco 3.12: their Fetch and hand
+envs fail to build with an AssertionError (measured here: mujoco 3.11.0 builds FetchReach-v4
+with gymnasium-robotics 1.4.2, 3.12.0 and later do not)."""
+
+
+def _version(dist: str) -> tuple[int, ...]:
+    """The installed version of `dist` as numbers (`3.11.0` -> (3, 11, 0)); () when unknown."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        text = version(dist)
+    except PackageNotFoundError:
+        return ()
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def check_robotics_mujoco(env_id: str) -> None:
+    """One line, before the env fails to build, where the installed gymnasium-robotics and
+    mujoco cannot build each other's models (see `ROBOTICS_MUJOCO_FIXED`)."""
+    robotics, mujoco = _version("gymnasium-robotics"), _version("mujoco")
+    if robotics and robotics < ROBOTICS_MUJOCO_FIXED and mujoco >= (3, 12):
+        have = ".".join(map(str, robotics))
+        raise UserError(f"{env_id}: gymnasium-robotics {have} cannot build its MuJoCo models "
+                        f"with mujoco {'.'.join(map(str, mujoco))}: pip install \"mujoco<3.12\" "
+                        f"(rltrain[robotics] pins it)")
 
 
 def require_extra(env_id: str) -> None:
@@ -124,6 +161,9 @@ def register_on_demand(env_id: str) -> None:
         if env_id not in gym.registry:
             gym.register_envs(ale_py)
         return
+    if family_of(env_id) == "robotics":
+        register_robotics(env_id, gym)
+        return
     if env_id in gym.registry:
         return
     # start-up: gymnasium only to register an id (`rltrain list` imports this module)
@@ -131,3 +171,22 @@ def register_on_demand(env_id: str) -> None:
 
     if env_id in NO_VELOCITY:
         register_no_velocity(env_id)
+
+
+def register_robotics(env_id: str, gym: Any) -> None:
+    """Import gymnasium-robotics (one line naming the extra when it is missing, or when its
+    mujoco cannot build its models) and register its ids. Its import prints a notice on the
+    Adroit hand envs' rewards to stderr whatever the id: that goes to the debug log instead."""
+    import contextlib
+    import io
+    import logging
+    import sys
+
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):
+        require_extra(env_id)  # imports gymnasium_robotics
+    if said.getvalue().strip():
+        logging.getLogger("rltrain").debug("gymnasium-robotics: %s", said.getvalue().strip())
+    check_robotics_mujoco(env_id)
+    if env_id not in gym.registry:
+        gym.register_envs(sys.modules["gymnasium_robotics"])

@@ -105,6 +105,8 @@ class SharedRows:
                                    "length": ended["length"][mine],
                                    "terminated": int(terminated.sum()),
                                    "truncated": int(truncated.sum())}
+                if "success" in ended:
+                    info["episode"]["success"] = ended["success"][mine]
         obs = _rows(res.obs, sl, total)
         return StepResult(obs=obs, reward=res.reward[sl], terminated=terminated,
                           truncated=truncated,

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from rltrain.envs.action_space import action_nvec, describe_action_space
-from rltrain.envs.extras import vector_extras
+from rltrain.envs.extras import episode_success, vector_extras
 from rltrain.envs.masks import MASK_KEY, MASKABLE, to_mask
 from rltrain.envs.obs_bounds import BoundsWatch
 from rltrain.envs.obs_space import array_tensor, is_structured, leaves
@@ -206,6 +206,9 @@ class GymVecEnv:
                 "terminated": int(terminated.sum()),
                 "truncated": int((truncated & ~terminated).sum()),
             }
+            success = episode_success(info, done)
+            if success is not None:  # a goal env's `is_success` at each episode's last step
+                out_info["episode"]["success"] = success
             self.episode_return[done] = 0.0
             self.episode_length[done] = 0
         obs = self._obs(arrays)

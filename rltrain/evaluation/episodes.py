@@ -45,6 +45,8 @@ def run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool = 
     whose episode reaches `max_episode_steps` without ending gives that partial episode as its
     last one (the vector env cannot reset one row), so an evaluation always ends. The policy
     runs in eval mode (BatchNorm's running statistics, no Dropout) and is handed back in its own.
+    A goal env that reports `info["is_success"]` adds `success_rate`: the share of the counted
+    episodes whose last step succeeded (over those that reported one).
     """
     with eval_mode(policy):
         return _run_episodes(policy, env, episodes, deterministic, seed, stop, max_episode_steps)
@@ -59,6 +61,7 @@ def _run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool,
     counts = np.zeros(n, dtype=np.int64)
     returns: list[float] = []
     lengths: list[int] = []
+    successes: list[float] = []  # a goal env's `is_success` per counted episode (NaN: none)
     running, steps = np.zeros(n), np.zeros(n, dtype=np.int64)  # each row's current episode
     obs = env.reset(seed)
     act = PolicyStepper(policy, n, obs_ops.device(obs))
@@ -76,12 +79,15 @@ def _run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool,
         ep = res.info.get("episode")
         reported: set[int] = set()
         if ep is not None:
-            for i, ret, length in zip(ep["index"], ep["return"], ep["length"], strict=True):
+            success = ep.get("success", np.full(len(ep["index"]), np.nan))
+            for i, ret, length, won in zip(ep["index"], ep["return"], ep["length"], success,
+                                           strict=True):
                 reported.add(int(i))
                 if counts[i] < targets[i]:
                     counts[i] += 1
                     returns.append(float(ret))
                     lengths.append(int(length))
+                    successes.append(float(won))
         for i in np.flatnonzero(done):  # a native env that gives no info["episode"]: own sums
             if int(i) not in reported and counts[i] < targets[i]:
                 counts[i] += 1
@@ -97,9 +103,14 @@ def _run_episodes(policy: Any, env: VecEnv, episodes: int, deterministic: bool,
             counts[i] = targets[i]
         obs = res.obs
     r = np.asarray(returns)
-    return {"episodes": len(returns), "mean_reward": float(r.mean()), "std_reward": float(r.std()),
-            "min_reward": float(r.min()), "max_reward": float(r.max()),
-            "mean_length": float(np.mean(lengths)), "returns": returns, "lengths": lengths}
+    result = {"episodes": len(returns), "mean_reward": float(r.mean()),
+              "std_reward": float(r.std()), "min_reward": float(r.min()),
+              "max_reward": float(r.max()), "mean_length": float(np.mean(lengths)),
+              "returns": returns, "lengths": lengths}
+    won = [v for v in successes if v == v]  # not NaN: the episodes whose env reported one
+    if won:
+        result["success_rate"] = float(np.mean(won))
+    return result
 
 
 class Heartbeat:
@@ -155,5 +166,6 @@ def episode_targets(episodes: int, num_envs: int) -> list[int]:
 
 def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
     """The `eval/*` scalars of a `run_episodes` result."""
-    keys = ("mean_reward", "std_reward", "min_reward", "max_reward", "mean_length")
-    return {f"eval/{k}": result[k] for k in keys}
+    keys = ("mean_reward", "std_reward", "min_reward", "max_reward", "mean_length",
+            "success_rate")
+    return {f"eval/{k}": result[k] for k in keys if k in result}

@@ -23,11 +23,13 @@ from rltrain.types import Metrics, StepResult
 
 
 class EpisodeTracker:
-    """Rolling mean return/length over the last `window` episodes, per-period counts, extras."""
+    """Rolling mean return/length (and a goal env's success rate) over the last `window`
+    episodes, per-period counts, extras."""
 
     def __init__(self, window: int = 100, extra_keys: Iterable[str] = ()):
         self.returns: deque[float] = deque(maxlen=window)
         self.lengths: deque[int] = deque(maxlen=window)
+        self.successes: deque[float] = deque(maxlen=window)  # a goal env's `is_success`, 0 or 1
         self.terminated = 0
         self.truncated = 0
         self.extra_keys = tuple(extra_keys)
@@ -50,6 +52,8 @@ class EpisodeTracker:
         if ep is not None:
             self.returns.extend(float(r) for r in ep["return"])
             self.lengths.extend(int(n) for n in ep["length"])
+            if "success" in ep:
+                self.successes.extend(float(v) for v in ep["success"] if v == v)  # not NaN
             self.terminated += ep["terminated"]
             self.truncated += ep["truncated"]
             if self._running:
@@ -99,6 +103,8 @@ class EpisodeTracker:
         if self.returns:
             out["episode/mean_reward"] = self.mean_return  # type: ignore[assignment]
             out["episode/mean_length"] = sum(self.lengths) / len(self.lengths)
+        if self.successes:
+            out["episode/success_rate"] = sum(self.successes) / len(self.successes)
         self.terminated = self.truncated = 0
         if self._ended_count:
             for name, total in self._ended.items():

@@ -131,9 +131,16 @@ def defaults_that_matter(cfg: TrainConfig, num_envs: int) -> str:
 
 def say_done(result: dict[str, Any], step: int, checkpoints: Path) -> None:
     """One line at the end of a completed run: steps, final evaluation, checkpoint folder."""
-    log.info("done: %s env steps; eval mean reward %.2f ± %.2f over %d episodes; "
+    log.info("done: %s env steps; eval mean reward %.2f ± %.2f%s over %d episodes; "
              "checkpoints in %s", f"{step:,}", result["mean_reward"], result["std_reward"],
-             result["episodes"], checkpoints)
+             success_text(result), result["episodes"], checkpoints)
+
+
+def success_text(result: dict[str, Any]) -> str:
+    """", success rate 0.90" after an evaluation of a goal env (one reporting `is_success`);
+    empty for every other env."""
+    rate = result.get("success_rate")
+    return "" if rate is None else f", success rate {rate:.2f}"
 
 
 def say_stopped(reason: str, step: int, run_dir: Path, env: Any = None, ranks: int = 1) -> None:
@@ -147,8 +154,8 @@ def say_stopped(reason: str, step: int, run_dir: Path, env: Any = None, ranks: i
 def say_eval(result: dict[str, Any], step: int) -> bool:
     """Report an evaluation (a record above the live region, and in train.log); False when its
     mean reward is not finite, which is also said, as it can never be the best."""
-    log.info("eval at step %s: mean reward %.2f ± %.2f", f"{step:,}",
-             result["mean_reward"], result["std_reward"])
+    log.info("eval at step %s: mean reward %.2f ± %.2f%s", f"{step:,}",
+             result["mean_reward"], result["std_reward"], success_text(result))
     if math.isfinite(result["mean_reward"]):
         return True
     log.warning("eval at step %s: mean reward is %s (the env returned non-finite rewards); "

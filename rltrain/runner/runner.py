@@ -391,5 +391,8 @@ def final_metrics(result: dict[str, Any], state: LoopState, seconds: float) -> M
     """What a completed run logs once at its last step (`final/*`; TensorBoard's HParams
     entry takes them as its metrics): final and best eval means, env steps, wall-clock seconds
     of this process (a resumed run counts from its resume)."""
-    return {"final/eval_mean": float(result["mean_reward"]), "final/best_eval": state.best_eval,
-            "final/env_steps": float(state.global_step), "final/wall_clock_s": seconds}
+    out = {"final/eval_mean": float(result["mean_reward"]), "final/best_eval": state.best_eval,
+           "final/env_steps": float(state.global_step), "final/wall_clock_s": seconds}
+    if "success_rate" in result:  # a goal env's
+        out["final/success_rate"] = float(result["success_rate"])
+    return out

@@ -61,3 +61,27 @@ class BitFlipping(gym.Env):
         success = reward == 0.0
         return self._obs(), reward, success, self.t >= self.max_steps and not success, {
             "is_success": success}
+
+
+class SucceedsEveryOther(gym.Env):
+    """Episodes of 2 steps whose last step reports `is_success` True for every second episode
+    of this env (1st: False, 2nd: True, ...); the first step reports False. `report=False`: no
+    `is_success` at all (a plain env). Reward 1 a step."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, report: bool = True):
+        self.report, self.episodes, self.t = report, 0, 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: Any):
+        self.t += 1
+        ended = self.t == 2
+        info = {"is_success": ended and self.episodes % 2 == 1} if self.report else {}
+        self.episodes += int(ended)
+        return np.zeros(1, np.float32), 1.0, ended, False, info
