@@ -86,6 +86,21 @@ $(RAY_STAMP): pyproject.toml
 test-ray: $(RAY_STAMP)  ## a two-job sweep through hydra/launcher=ray on a local Ray instance (own venv: .venv-ray)
 	$(RAY_VENV)/bin/python -m pytest -q tests/e2e/test_ray.py $(ARGS)
 
+# gymnasium-robotics in its own venv: its release cannot build its models with the mujoco 4.0 of
+# .venv (the `robotics` extra pins mujoco<3.12; pyproject.toml says why).
+ROBOTICS_VENV ?= .venv-robotics
+ROBOTICS_STAMP := $(ROBOTICS_VENV)/.installed
+
+$(ROBOTICS_STAMP): pyproject.toml
+	test -x $(ROBOTICS_VENV)/bin/python || $(PYTHON) -m venv $(ROBOTICS_VENV)
+	$(ROBOTICS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(ROBOTICS_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(ROBOTICS_VENV)/bin/python -m pip install --quiet -e ".[dev,robotics]"
+	touch $(ROBOTICS_STAMP)
+
+test-robotics: $(ROBOTICS_STAMP)  ## goal envs: SAC + HER on gymnasium-robotics' FetchReach, success rates (own venv: .venv-robotics)
+	$(ROBOTICS_VENV)/bin/python -m pytest -q tests/envs/test_goal_success.py $(ARGS)
+
 test-all: install       ## everything, slow learning checks included, 100 damaged checkpoints
 	RLTRAIN_FUZZ_EXAMPLES=100 $(BIN)/python -m pytest -q $(ARGS)
 

@@ -72,6 +72,25 @@ def test_model_kwargs_follow_rl_zoo_conventions():
     assert kwargs["n_steps"] == 32 and kwargs["batch_size"] == 256
 
 
+def test_the_her_entry_names_sb3s_replay_class():
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3 import HerReplayBuffer
+
+    kwargs = sb3_side.model_kwargs(sb3_side.RL_ZOO[("sac", "FetchReach-v4")], 4)
+    assert kwargs["replay_buffer_class"] is HerReplayBuffer
+    assert kwargs["replay_buffer_kwargs"] == {"goal_selection_strategy": "future",
+                                              "n_sampled_goal": 4}
+
+
+def test_success_is_read_at_episode_ends_only_where_the_env_reports_it():
+    seen: list[float] = []
+    for local in ({"done": False, "info": {"is_success": 1.0}}, {"done": True, "info": {}},
+                  {"done": True, "info": {"is_success": 0.0}},
+                  {"done": True, "info": {"is_success": True}}):
+        sb3_side.record_success(local, seen)
+    assert seen == [0.0, 1.0]
+
+
 def test_run_sb3_rejects_unknown_pairs():
     pytest.importorskip("stable_baselines3")
     with pytest.raises(UserError, match="no RL-Zoo entry"):

@@ -130,3 +130,20 @@ def test_the_tracker_averages_successes_over_its_window():
     assert tracker.metrics()["episode/success_rate"] == 1.0
     ended([0.0, 0.0, 1.0])  # the window keeps the last 3: 0, 0, 1
     assert tracker.metrics()["episode/success_rate"] == pytest.approx(1 / 3)
+
+
+def test_fetchreach_trains_with_her_and_reports_its_success_rate(tmp_path):
+    """gymnasium-robotics' FetchReach through the command line's path (the `robotics` extra,
+    in a venv of its own: skipped where it is not installed, or beside a mujoco it cannot use)."""
+    pytest.importorskip("gymnasium_robotics")
+    from rltrain.api import train
+    from rltrain.envs.families import check_robotics_mujoco
+    from rltrain.errors import UserError
+
+    try:
+        check_robotics_mujoco("FetchReach-v4")
+    except UserError as exc:
+        pytest.skip(str(exc))
+    result = train(["algo=sac", "env=fetchreach", "total_timesteps=1200", "algo.learning_starts=1000",
+                    "eval.episodes=4", "logger=none", "progress=off"], run_dir=tmp_path)
+    assert 0.0 <= result["success_rate"] <= 1.0 and result["episodes"] == 4
