@@ -119,6 +119,20 @@ TASKS: dict[tuple[str, str], Task] = {
         note="the DQN row's floor (RL-Zoo publishes no QR-DQN LunarLander figure)",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
+    # ARS: rltrain with 2 x n_delta envs, a generation's episodes side by side (the same
+    # episodes as one env's one after another; docs/algorithms.md), SB3-contrib with RL-Zoo's 1
+    ("ars", "Swimmer-v5"): Task(2_000_000, 0.0, beat_sb3=True, preset="ars_swimmer",
+        overrides=("env.num_envs=2",),
+        note="rltrain with 2 envs (n_delta 1: a generation's 2 episodes side by side); RL-Zoo "
+             "publishes 355.3 for one Swimmer-v3 run",
+        time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
+                   "equal settings)"),
+    ("ars", "Pendulum-v1"): Task(2_000_000, -250.0, beat_sb3=True, preset="ars_pendulum",
+        overrides=("env.num_envs=8",),
+        note="rltrain with 8 envs (2 x n_delta: a generation side by side); RL-Zoo publishes "
+             "-212.5 for one run",
+        time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
+                   "equal settings)"),
     ("sac", "FetchReach-v4"): Task(20_000, 0.9, beat_sb3=True, metric="success_rate",
         note="HER; success rate of the 10 final episodes, not the return; SB3: HER + SAC, "
              "RL-Zoo's FetchReach entry (1 critic, VecNormalize); needs the robotics extra, "

@@ -86,6 +86,16 @@ RL_ZOO: dict[tuple[str, str], dict[str, Any]] = {
         "replay_buffer_kwargs": {"goal_selection_strategy": "future", "n_sampled_goal": 4},
         "policy_kwargs": {"net_arch": [64, 64], "n_critics": 1},
     },
+    ("ars", "Swimmer-v5"): {  # Swimmer-v3, "Params closest to original paper"
+        "n_timesteps": 2e6, "policy": "LinearPolicy", "learning_rate": 0.02, "delta_std": 0.01,
+        "n_delta": 1, "n_top": 1, "alive_bonus_offset": 0,
+    },
+    ("ars", "Pendulum-v1"): {  # "# Tuned"
+        "n_envs": 1, "n_timesteps": 2e6, "policy": "MlpPolicy",
+        "normalize": "dict(norm_obs=True, norm_reward=False)", "learning_rate": 0.018,
+        "n_delta": 4, "n_top": 1, "delta_std": 0.1, "zero_policy": False,
+        "policy_kwargs": {"net_arch": [16]},
+    },
     ("trpo", "Pendulum-v1"): {  # "# Tuned"
         "n_envs": 2, "n_timesteps": 1e5, "policy": "MlpPolicy", "gamma": 0.9, "n_steps": 1024,
         "n_critic_updates": 15, "sub_sampling_factor": 1, "use_sde": True, "sde_sample_freq": 4,
