@@ -33,6 +33,8 @@ from rltrain.config.schema import (
     config_to_dict,
 )
 from rltrain.config.validation import default_num_envs, to_train_config
+from rltrain.envs.aliases import ENV_ALIASES
+from rltrain.envs.families import family_of
 from rltrain.errors import UserError
 from tests.conftest import config_value, preset_values
 
@@ -180,6 +182,9 @@ def test_every_tuned_preset_composes_and_validates(preset):
     algo = "ppo_lstm" if preset.startswith("ppo_lstm_") else preset.partition("_")[0]
     env = preset[len(algo) + 1:]
     env = "ALE/Breakout-v5" if env == "atari" else env  # <algo>_atari applies to every ALE game
+    family = family_of(ENV_ALIASES.get(env, env))
+    if family == "robotics":  # its extra lives in a venv of its own (make test-robotics)
+        pytest.importorskip("gymnasium_robotics")
     cfg = train_config(f"algo={algo}", f"env={env}")
     assert cfg.preset == preset and cfg.algo.name == algo.partition("_")[0]  # ppo_lstm is ppo
     # what checkpoints store: the plain dict of OmegaConf's structured round trip, however made

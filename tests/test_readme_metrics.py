@@ -38,10 +38,10 @@ def pattern(name: str) -> re.Pattern[str]:
 
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory) -> dict[str, set[str]]:
-    """Metric names of one short run of each algorithm, and of PPO on a Box action space (with
-    normalizer stats logged)."""
+    """Metric names of one short run of each algorithm, of PPO on a Box action space (with
+    normalizer stats logged), and of DQN on an env that reports `is_success`."""
     out = {}
-    runs = [(name, name) for name in sorted(ALGOS)] + [("ppo_box", "ppo")]
+    runs = [(name, name) for name in sorted(ALGOS)] + [("ppo_box", "ppo"), ("dqn_goal", "dqn")]
     for label, name in runs:
         folder = tmp_path_factory.mktemp(label)
         # ARS scores raw returns and refuses reward normalization
@@ -50,6 +50,8 @@ def logged(tmp_path_factory) -> dict[str, set[str]]:
                 ("algo.train_freq=4",) if name == "dqn" else ())
         if label == "ppo_box":
             own += ("env.id=Pendulum-v1",)
+        if label == "dqn_goal":  # an env reporting `is_success`: the success rates
+            own += ("env.id=tests.envs.goal_envs:SucceedsEveryOther",)
         cfg = tiny(name, extra=("logger.tensorboard=false", "logger.csv=true", "logger.log_freq=0",
                                 "logger.log_norm_stats=true", "env.normalize_obs=true",
                                 "eval.freq=48", *own))
