@@ -118,6 +118,12 @@ TASKS: dict[tuple[str, str], Task] = {
         note="the DQN row's floor (RL-Zoo publishes no QR-DQN LunarLander figure)",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
+    ("tqc", "Hopper-v5"): Task(100_000, 1000.0, beat_sb3=True, preset="tqc_hopper",
+        time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
+                   "equal settings)"),
+    ("tqc", "HalfCheetah-v5"): Task(100_000, 3000.0, beat_sb3=True, preset="tqc_halfcheetah",
+        time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
+                   "equal settings)"),
     # ARS: rltrain with 2 x n_delta envs, a generation's episodes side by side (the same
     # episodes as one env's one after another; docs/algorithms.md), SB3-contrib with RL-Zoo's 1
     ("ars", "Swimmer-v5"): Task(2_000_000, 0.0, beat_sb3=True, preset="ars_swimmer",

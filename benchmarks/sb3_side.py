@@ -86,6 +86,13 @@ RL_ZOO: dict[tuple[str, str], dict[str, Any]] = {
         "replay_buffer_kwargs": {"goal_selection_strategy": "future", "n_sampled_goal": 4},
         "policy_kwargs": {"net_arch": [64, 64], "n_critics": 1},
     },
+    ("tqc", "Hopper-v5"): {  # tqc.yml Hopper-v4: <<: *mujoco-defaults
+        "n_timesteps": 1e6, "policy": "MlpPolicy", "learning_starts": 10000,
+        "top_quantiles_to_drop_per_net": 5,
+    },
+    ("tqc", "HalfCheetah-v5"): {  # tqc.yml HalfCheetah-v4: *mujoco-defaults
+        "n_timesteps": 1e6, "policy": "MlpPolicy", "learning_starts": 10000,
+    },
     ("ars", "Swimmer-v5"): {  # Swimmer-v3, "Params closest to original paper"
         "n_timesteps": 2e6, "policy": "LinearPolicy", "learning_rate": 0.02, "delta_std": 0.01,
         "n_delta": 1, "n_top": 1, "alive_bonus_offset": 0,
