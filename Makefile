@@ -71,17 +71,24 @@ test-wheel:             ## build the wheel, install it into a fresh venv ($(WHEE
 test-gpu: install       ## the CUDA paths (tests/gpu, marker `gpu`) on a machine with a CUDA GPU
 	$(BIN)/python -m pytest -m gpu -q tests/gpu $(ARGS)
 
+# A venv of its own for extras that cannot share .venv: $(call own_venv,<folder>,<extras>)
+# creates it, installs torch as .venv does, then rltrain with the extras, and stamps it.
+define own_venv
+	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install --quiet --upgrade pip
+	$(1)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(1)/bin/python -m pip install --quiet -e ".[$(2)]"
+	touch $(1)/.installed
+endef
+
 # The Ray launcher lives in its own venv: ray's hydra-ray-launcher pins cloudpickle<3, which the
 # joblib launcher of .venv does not accept (shared/notes/dependency-facts.md, section 3).
 RAY_VENV ?= .venv-ray
 RAY_STAMP := $(RAY_VENV)/.installed
+RAY_EXTRAS := dev,ray
 
 $(RAY_STAMP): pyproject.toml
-	test -x $(RAY_VENV)/bin/python || $(PYTHON) -m venv $(RAY_VENV)
-	$(RAY_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(RAY_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(RAY_VENV)/bin/python -m pip install --quiet -e ".[dev,ray]"
-	touch $(RAY_STAMP)
+	$(call own_venv,$(RAY_VENV),$(RAY_EXTRAS))
 
 test-ray: $(RAY_STAMP)  ## a two-job sweep through hydra/launcher=ray on a local Ray instance (own venv: .venv-ray)
 	$(RAY_VENV)/bin/python -m pytest -q tests/e2e/test_ray.py $(ARGS)
@@ -90,13 +97,10 @@ test-ray: $(RAY_STAMP)  ## a two-job sweep through hydra/launcher=ray on a local
 # .venv (the `robotics` extra pins mujoco<3.12; pyproject.toml says why).
 ROBOTICS_VENV ?= .venv-robotics
 ROBOTICS_STAMP := $(ROBOTICS_VENV)/.installed
+ROBOTICS_EXTRAS := dev,robotics
 
 $(ROBOTICS_STAMP): pyproject.toml
-	test -x $(ROBOTICS_VENV)/bin/python || $(PYTHON) -m venv $(ROBOTICS_VENV)
-	$(ROBOTICS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(ROBOTICS_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(ROBOTICS_VENV)/bin/python -m pip install --quiet -e ".[dev,robotics]"
-	touch $(ROBOTICS_STAMP)
+	$(call own_venv,$(ROBOTICS_VENV),$(ROBOTICS_EXTRAS))
 
 test-robotics: $(ROBOTICS_STAMP)  ## goal envs: SAC + HER on gymnasium-robotics' FetchReach, success rates (own venv: .venv-robotics)
 	$(ROBOTICS_VENV)/bin/python -m pytest -q tests/envs/test_goal_success.py tests/test_config.py -k "goal or fetchreach or robotics or tuned_preset" $(ARGS)
