@@ -103,7 +103,7 @@ $(ROBOTICS_STAMP): pyproject.toml
 	$(call own_venv,$(ROBOTICS_VENV),$(ROBOTICS_EXTRAS))
 
 test-robotics: $(ROBOTICS_STAMP)  ## goal envs: SAC + HER on gymnasium-robotics' FetchReach, success rates (own venv: .venv-robotics)
-	$(ROBOTICS_VENV)/bin/python -m pytest -q tests/envs/test_goal_success.py tests/test_config.py -k "goal or fetchreach or robotics or tuned_preset" $(ARGS)
+	$(ROBOTICS_VENV)/bin/python -m pytest -q tests/envs/test_goal_success.py "tests/test_config.py::test_every_tuned_preset_composes_and_validates[sac_fetchreach]" $(ARGS)
 
 test-all: install       ## everything, slow learning checks included, 100 damaged checkpoints
 	RLTRAIN_FUZZ_EXAMPLES=100 $(BIN)/python -m pytest -q $(ARGS)
