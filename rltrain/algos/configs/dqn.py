@@ -33,7 +33,9 @@ class DQNConfig(OffPolicyConfig):
     """Polyak coefficient: < 1 blends the target every gradient step; 1.0 copies it every
     `target_update_interval` env steps."""
     target_update_interval: int = 250
-    """Env steps between hard target copies (used only when tau = 1.0)."""
+    """Env steps between hard target copies (used only when tau = 1.0). A copy that falls due
+    is made before that env step's first gradient step, so a whole burst (`gradient_steps`)
+    regresses toward it, as SB3's (which copies while collecting)."""
     exploration_initial_eps: float = 1.0
     """ε of the ε-greedy policy at step 0."""
     exploration_final_eps: float = 0.05
