@@ -54,7 +54,7 @@ def test_a_decay_to_zero_before_the_end_is_warned_with_the_steps_lost(caplog):
                      resumed=True) == []  # a resume refuses a budget past such a decay
 
 
-@pytest.mark.parametrize(("preset_env", "budget"), [("cartpole", 50_000), ("lunarlander", 100_000),
+@pytest.mark.parametrize(("preset_env", "budget"), [("lunarlander", 100_000),
                                                     ("mountaincar", 120_000)])
 def test_the_dqn_presets_decay_over_the_budget_given(preset_env, budget):
     from rltrain.config.compose import compose_train_config
@@ -63,6 +63,15 @@ def test_the_dqn_presets_decay_over_the_budget_given(preset_env, budget):
     assert cfg.total_timesteps == budget and cfg.algo.lr_decay_steps == budget
     longer = compose_train_config(["algo=dqn", f"env={preset_env}", "total_timesteps=3e5"])
     assert longer.algo.lr_decay_steps == 3e5 and longer.algo.lr_final == 0
+
+
+def test_the_dqn_cartpole_preset_keeps_rl_zoos_constant_rate():
+    """Its decay hid the late target copy (fixed 2026-11-28): RL-Zoo's values alone since."""
+    from rltrain.config.compose import compose_train_config
+
+    cfg = compose_train_config(["algo=dqn", "env=cartpole"])
+    assert cfg.total_timesteps == 50_000 and cfg.algo.lr == 2.3e-3
+    assert cfg.algo.lr_decay_steps in (None, 0)
 
 
 def test_atari_settings_on_another_env_are_warned(caplog):
