@@ -12,7 +12,7 @@ As SBX's `CrossQ` (`sbx/crossq/crossq.py`, `sbx/crossq/policies.py`, araffin/sbx
   s' half of that pass, detached (no target network: the critics bootstrap from themselves);
   the loss, each critic's MSE on the s half, summed over critics (SBX halves it: Adam's step
   is the same);
-- actor and temperature step (SAC's `entropy_actor_step`) after every `policy_delay`-th critic
+- actor and temperature step (SAC's `actor_learn`) after every `policy_delay`-th critic
   step (the 3rd, 6th, ...: SBX's `(n_updates + 1) % policy_delay == 0`), the actor in train mode
   (batch statistics, running ones updated) and the critics in eval mode (running statistics);
 - Adam with β1 = `adam_beta1` (0.5) for the actor and critics; the temperature's keeps 0.9.
@@ -99,19 +99,21 @@ class CrossQ(SAC):
         rows = batch.rewards.shape[-1]
         with torch.no_grad(), eval_mode(self.actor):
             next_action, next_log_prob = self.actor(batch.next_obs, noise=self._noise(rows))
+
+        def objective(critic: Any) -> tuple[torch.Tensor, Any]:
+            q, y = crossq_critic_pass(critic, batch, next_action, next_log_prob, self.alpha,
+                                      self.cfg.gamma)
+            losses = mse_losses(q, y)
+            return losses.sum(), (losses, q)
         with train_mode(self.critic):
-            q, y = crossq_critic_pass(self.critic, batch, next_action, next_log_prob,
-                                      self.alpha, self.cfg.gamma)
-        losses = mse_losses(q, y)
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        losses.sum().backward()
-        self.critic_optimizer.step()
-        return losses.detach(), q.detach()
+            return self.steps.minimize(("critic",), objective)
 
     def _actor_alpha_step(self, obs: Any, rows: int) -> dict[str, torch.Tensor]:
-        """SAC's actor and α step, the actor in train mode and the critics in eval mode."""
+        """SAC's actor and α step (`actor_learn`), the actor in train mode and the critics in
+        eval mode."""
         with train_mode(self.actor), eval_mode(self.critic):
-            return super()._actor_alpha_step(obs, rows)
+            loss, entropy = self.actor_learn(self.steps, obs, self._noise(rows))
+        return {"train/actor_loss": loss, "train/entropy": entropy}
 
 
 # ---- CrossQ's math ------------------------------------------------------------------------

@@ -11,13 +11,10 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import decay_lrs
 from rltrain.algos.configs.ddpg import DDPGConfig
 from rltrain.algos.off_policy_steps import (
     DeterministicActorCritic,
-    critic_step,
     td_target,
-    update_metrics,
 )
 from rltrain.nets.continuous import QEnsemble
 from rltrain.types import EnvSpec, TransitionBatch
@@ -30,18 +27,24 @@ class DDPG(DeterministicActorCritic):
     def __init__(self, cfg: DDPGConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         super().__init__(cfg, spec, device, lambda net: QEnsemble(net, spec.action_dim, n=1))
 
-    def update(self, batch: TransitionBatch, global_step: int) -> Any:
-        """One critic step, one actor step, then a soft update of both targets. A metrics dict
-        (a seed batch: one per seed, each on its own minibatch `[S, B, ...]`)."""
-        rates = decay_lrs(self, global_step)
-        losses, q = critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
-        actor_loss = self.actor_and_targets_step(batch.obs)
-        return update_metrics(losses, q, {"train/actor_loss": actor_loss}, rates)
+    def with_actor(self) -> bool:
+        """True: DDPG steps its actor on every update."""
+        return True
+
+    def target_noise(self, batch: TransitionBatch) -> None:
+        """None: DDPG's target draws nothing."""
+        return None
+
+    @torch.no_grad()
+    def target_of(self, steps: Any, batch: TransitionBatch, noise: None) -> torch.Tensor:
+        """y = r + γ (1 − terminated) Q'(s', μ'(s')) (`ddpg_target`), shape [B]."""
+        return ddpg_target(steps.net("critic_target"), steps.net("actor_target"), batch,
+                           self.cfg.gamma)
 
     @torch.no_grad()
     def target(self, batch: TransitionBatch) -> torch.Tensor:
         """y = r + γ (1 − terminated) Q'(s', μ'(s')), shape [B]."""
-        return ddpg_target(self.critic_target, self.actor_target, batch, self.cfg.gamma)
+        return self.target_of(self.steps, batch, None)
 
 
 @torch.no_grad()

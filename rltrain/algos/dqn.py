@@ -4,6 +4,7 @@ heads (Wang et al. 2016), for Discrete actions."""
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -11,11 +12,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rltrain.algos.base import grad_norm_step, metric_rows, off_policy_lr, set_lr
+from rltrain.algos.base import metric_rows, off_policy_lr, set_lr
 from rltrain.algos.configs.dqn import DQNConfig
 from rltrain.algos.draws import Draws
 from rltrain.algos.off_policy_steps import linear_schedule, td_target, update_target_
 from rltrain.algos.optim import adam, stacked_optimizer
+from rltrain.algos.steps import EagerSteps, Trained
 from rltrain.errors import UserError
 from rltrain.nets import seeded
 from rltrain.nets.q import QNetwork, masked_argmax
@@ -95,10 +97,14 @@ class DQN:
         return adam(self.q_net.parameters(), self.cfg.lr)
 
     def link_networks(self) -> None:
-        """What follows from the networks (the evaluated policy, the trained parameters): set
-        again when `stack` replaces them with the seeds' stacked ones."""
+        """What follows from the networks (the evaluated policy, what the update trains with
+        which optimizer, `algos/steps.py`): set again when `stack` replaces them with the
+        seeds' stacked ones and optimizer."""
         self.policy = self.q_net
         self.params = list(self.q_net.parameters())
+        self.steps = EagerSteps({"q_net": Trained(self.q_net, self.optimizer)},
+                                {"q_target": self.q_target})
+        self.graph: Any = None  # the compiled `learn` (`algos/compiled.py`), when one is used
 
     @classmethod
     def stack(cls, members: list[DQN], streams: Any) -> DQN:
@@ -107,8 +113,9 @@ class DQN:
         batch.draws = streams
         batch.q_net = seeded.stack_modules([m.q_net for m in members])
         batch.q_target = seeded.stack_modules([m.q_target for m in members], requires_grad=False)
+        batch.optimizer = stacked_optimizer(list(batch.q_net.parameters()),
+                                            [m.optimizer for m in members])
         batch.link_networks()
-        batch.optimizer = stacked_optimizer(batch.params, [m.optimizer for m in members])
         return batch
 
     def epsilon(self, global_step: int) -> float:
@@ -137,15 +144,19 @@ class DQN:
         """The values the greedy action maximizes, `[..., N, n]`: Q(s, ·)."""
         return self.q_net(obs)
 
-    def td_targets(self, batch: TransitionBatch) -> torch.Tensor:
-        """y = r + γ (1 − terminated) Q̂(s', a*), detached; [B]."""
-        return dqn_target(self.q_net, self.q_target, batch, self.cfg)
+    def target_of(self, q_net: Any, q_target: Any, batch: TransitionBatch) -> torch.Tensor:
+        """y = r + γ (1 − terminated) Q̂(s', a*), detached; [B] (a subclass's own)."""
+        return dqn_target(q_net, q_target, batch, self.cfg)
 
-    def td_loss(self, batch: TransitionBatch, target: torch.Tensor,
+    def loss_of(self, q_net: Any, batch: TransitionBatch, target: torch.Tensor,
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """(the loss `[...]`, what the network predicts for the taken actions `[..., B, ...]`):
-        DQN's Huber loss of Q(s, a) to `target`."""
-        return dqn_loss(self.q_net, batch, target)
+        DQN's Huber loss of Q(s, a) to `target` (a subclass's own)."""
+        return dqn_loss(q_net, batch, target)
+
+    def td_targets(self, batch: TransitionBatch) -> torch.Tensor:
+        """The targets of `batch` under the networks as they are (`target_of`)."""
+        return self.target_of(self.q_net, self.q_target, batch)
 
     def learning_rate(self, global_step: int) -> float:
         """Learning rate at `global_step` env steps (constant unless `lr_decay_steps` > 0)."""
@@ -164,15 +175,22 @@ class DQN:
         set_lr(self.optimizer, lr)
         self.next_target_update = update_target_(self.q_target, self.q_net, self.cfg,
                                                  global_step, self.next_target_update)
-        target = self.td_targets(batch)
-        loss, q = self.td_loss(batch, target)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.sum().backward()  # seeds share no parameter: each gets its own loss's gradient
-        norm = grad_norm_step(self.optimizer, self.params, self.cfg.max_grad_norm)
-        values = torch.stack([loss.detach(), per_run_mean(q.detach(), loss),
-                              per_run_mean(target, loss), norm], -1)
+        learn = self.graph or functools.partial(self.learn, self.steps)
+        values = learn(batch)
         return metric_rows(METRICS, values, {"train/learning_rate": lr,
                                              "exploration/epsilon": self.epsilon(global_step)})
+
+    def learn(self, steps: Any, batch: TransitionBatch) -> torch.Tensor:
+        """The gradient step's math, once for both forms of `steps` (`algos/steps.py`): the
+        targets (`target_of`), one clipped step on `loss_of`; `METRICS`' values `[..., 4]`."""
+        target = self.target_of(steps.net("q_net"), steps.net("q_target"), batch)
+
+        def objective(q_net: Any) -> tuple[torch.Tensor, Any]:
+            loss, q = self.loss_of(q_net, batch, target)
+            return loss.sum(), (loss, q)  # seeds share no parameter: each its own gradient
+        (loss, q), norm = steps.minimize(("q_net",), objective, self.cfg.max_grad_norm,
+                                         norm=True)
+        return torch.stack([loss, per_run_mean(q, loss), per_run_mean(target, loss), norm], -1)
 
     def state_dict(self) -> dict[str, Any]:
         """Online and target networks, optimizer and the target-update counter, as plain data."""

@@ -11,7 +11,7 @@ DDPG's and TD3's common half (`DeterministicActorCritic`).
 from __future__ import annotations
 
 import copy
-import weakref
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -20,43 +20,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from rltrain import obs as obs_ops
-from rltrain.algos.base import pick_lr
+from rltrain.algos.base import decay_lrs, pick_lr
 from rltrain.algos.draws import Draws
 from rltrain.algos.optim import adam, stacked_optimizer
+from rltrain.algos.steps import EagerSteps, Trained, polyak_update
 from rltrain.nets import seeded
 from rltrain.nets.continuous import DeterministicActor, add_gaussian_noise
 from rltrain.nets.spec import NetSpec, resolve_nets
 from rltrain.types import EnvSpec, Metrics, TransitionBatch
-
-# target module -> (target params, source params, target buffers, source buffers); walking the
-# module tree on every call cost ~0.3 ms per SAC update (profiled), the tensors never change.
-_POLYAK_PAIRS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-@torch.no_grad()
-def polyak_update(target: Any, source: Any, tau: float) -> None:
-    """θ_target ← τ θ_source + (1 − τ) θ_target (τ = 1 copies); buffers (BatchNorm statistics)
-    are copied. `target`, `source`: `nn.Module`s, or a seed batch's stacked networks (whatever
-    has `parameters()` and `buffers()`), so every S updates its targets alike."""
-    pairs = _POLYAK_PAIRS.get(target)
-    if pairs is None or pairs[4] is not source:
-        pairs = (list(target.parameters()), list(source.parameters()), list(target.buffers()),
-                 list(source.buffers()), source)
-        _POLYAK_PAIRS[target] = pairs
-    t_params, s_params, t_bufs, s_bufs, _ = pairs
-    soft_update_(t_params, s_params, tau)
-    if t_bufs:
-        torch._foreach_copy_(t_bufs, s_bufs)
-
-
-@torch.no_grad()
-def soft_update_(target: list[torch.Tensor], source: list[torch.Tensor], tau: float) -> None:
-    """θ_target ← τ θ_source + (1 − τ) θ_target, tensor by tensor (τ = 1 copies): a network's
-    parameters, or a seed batch's stacked ones."""
-    if tau >= 1.0:
-        torch._foreach_copy_(target, source)
-    else:
-        torch._foreach_lerp_(target, source, tau)
 
 
 def td_target(reward: torch.Tensor, next_value: torch.Tensor, terminated: torch.Tensor,
@@ -118,62 +89,48 @@ CriticLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 `[..., E]`: `mse_losses`, or a quantile or distributional critic's own."""
 
 
-def critic_step(critic: Callable[[Any, torch.Tensor], torch.Tensor], optimizer: Any,
-                batch: TransitionBatch, y: torch.Tensor, loss: CriticLoss = mse_losses,
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One step of an ensemble of critics (output `[..., E, B, *head]`: a single run's `[E, B]`,
-    a seed batch's `[S, E, B]`, a quantile head's `[E, B, M]`) towards the target `y` under
-    `loss` (MSE by default, `y` `[..., B]`); returns (each critic's loss `[..., E]`, Q(s, a)),
-    detached."""
+def critic_objective(critic: Callable[[Any, torch.Tensor], torch.Tensor], batch: TransitionBatch,
+                     y: torch.Tensor, loss: CriticLoss = mse_losses,
+                     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """An ensemble of critics (output `[..., E, B, *head]`: a single run's `[E, B]`, a seed
+    batch's `[S, E, B]`, a quantile head's `[E, B, M]`) against the target `y` under `loss`
+    (MSE by default, `y` `[..., B]`): (the sum to descend, (each critic's loss `[..., E]`,
+    Q(s, a))), for `steps.minimize` (`algos/steps.py`). Seeds and critics share no parameter:
+    the sum gives each its own gradient."""
     q = critic(batch.obs, batch.actions)
     losses = loss(q, y)
-    optimizer.zero_grad(set_to_none=True)
-    losses.sum().backward()  # seeds and critics share no parameter: each its own gradient
-    optimizer.step()
-    return losses.detach(), q.detach()
+    return losses.sum(), (losses, q)
 
 
-def deterministic_actor_step(actor: Callable[[Any], torch.Tensor],
-                             critic: Callable[[Any, torch.Tensor], torch.Tensor],
-                             optimizer: Any, obs: Any, params: list[torch.Tensor]) -> torch.Tensor:
-    """DDPG's and TD3's actor step: −Q1(s, μ(s)) (the first critic only, as in the TD3 paper),
-    one optimizer step of `params` (the actor's; the critics get no gradient); the loss,
-    detached (`[...]`: per seed in a seed batch)."""
+def deterministic_actor_objective(actor: Callable[[Any], torch.Tensor],
+                                  critic: Callable[[Any, torch.Tensor], torch.Tensor],
+                                  obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """DDPG's and TD3's actor loss −Q1(s, μ(s)) (the first critic only, as in the TD3 paper):
+    (its sum to descend, the loss `[...]`: per seed in a seed batch)."""
     loss = -critic(obs, actor(obs)).select(-2, 0).mean(-1)
-    optimizer.zero_grad(set_to_none=True)
-    loss.sum().backward(inputs=params)
-    optimizer.step()
-    return loss.detach()
+    return loss.sum(), loss
 
 
-def entropy_actor_step(actor: Callable[[Any], tuple[torch.Tensor, torch.Tensor]],
-                       critic: Callable[[Any, torch.Tensor], torch.Tensor], optimizer: Any,
-                       obs: Any, params: list[torch.Tensor], log_alpha: torch.Tensor,
-                       alpha_optimizer: Any | None, target_entropy: float,
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SAC's actor step over any actor (`actor(obs)`: a reparameterized (action, log π)) and
-    critic (`[..., E, B]`): the loss α log π − min_i Q_i(s, a) steps `params` (the actor's);
-    with `alpha_optimizer` (a tuned temperature) the loss −log α (log π + H_target) steps
-    `log_alpha` in the same backward. Returns (actor loss, entropy), detached (`[...]`).
+def entropy_actor_objective(actor: Callable[[Any], tuple[torch.Tensor, torch.Tensor]],
+                            critic: Callable[[Any, torch.Tensor], torch.Tensor], obs: Any,
+                            log_alpha: torch.Tensor, tune_alpha: bool, target_entropy: float,
+                            ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """SAC's actor loss over any actor (`actor(obs)`: a reparameterized (action, log π)) and
+    critic (`[..., E, B]`): α log π − min_i Q_i(s, a); with `tune_alpha` plus the temperature's
+    −log α (log π + H_target), so one gradient serves both steps. Returns (the sum to descend,
+    (actor loss, entropy) `[...]`).
 
     The α loss uses the detached log π, and the actor loss the detached α, so summing them
     leaves each gradient what it would be alone (α grows when the entropy is below the
-    target); the critics get no gradient (`inputs=`).
+    target); the critics get none (`steps.minimize` steps only the actor and log α).
     """
     action, log_prob = actor(obs)
     alpha = log_alpha.detach().exp().unsqueeze(-1)
     loss = (alpha * log_prob - critic(obs, action).min(-2).values).mean(-1)
-    total, inputs = loss, params
-    if alpha_optimizer is not None:
+    total = loss
+    if tune_alpha:
         total = loss - (log_alpha.unsqueeze(-1) * (log_prob.detach() + target_entropy)).mean(-1)
-        inputs = [*params, log_alpha]
-        alpha_optimizer.zero_grad(set_to_none=True)
-    optimizer.zero_grad(set_to_none=True)
-    total.sum().backward(inputs=inputs)
-    optimizer.step()
-    if alpha_optimizer is not None:
-        alpha_optimizer.step()
-    return loss.detach(), -log_prob.detach().mean(-1)
+    return total.sum(), (loss, -log_prob.detach().mean(-1))
 
 
 # ---- around the steps: what SAC, TD3 and DDPG share, a single run (`[B, ...]`) and a seed
@@ -249,7 +206,9 @@ class DeterministicActorCritic:
     `stack(members, streams)` is the same algorithm for a batch of seeds: its networks and
     optimizers are the members' stacked `[S, ...]`, its draws each seed's own stream, and every
     method takes and returns a leading seed dimension; each seed's Runner reads its seed through
-    `seed_batch/view.py` (its `state_dict()` sliced `[k]`). A subclass adds its `update`.
+    `seed_batch/view.py` (its `state_dict()` sliced `[k]`). A subclass says when the actor steps
+    (`with_actor`), what the critics regress to (`target_of`) and what that draws
+    (`target_noise`).
     """
 
     STATE = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer",
@@ -270,13 +229,19 @@ class DeterministicActorCritic:
         self.actor_optimizer = adam(self.actor.parameters(), self.start_lrs["actor_optimizer"])
         self.critic_optimizer = adam(self.critic.parameters(), self.start_lrs["critic_optimizer"])
         self.draws: Any = Draws(self.device)
+        self._actor_loss: torch.Tensor | float = 0.0  # the latest actor step's
         self.link_networks()
 
     def link_networks(self) -> None:
-        """What follows from the networks (the evaluated policy, the trained parameters): set
-        again when `stack` replaces them with the seeds' stacked ones."""
+        """What follows from the networks (the evaluated policy, what the update trains with
+        which optimizer, `algos/steps.py`): set again when `stack` replaces them with the
+        seeds' stacked ones."""
         self.policy = self.actor
-        self._actor_params = list(self.actor.parameters())
+        self.steps = EagerSteps({"critic": Trained(self.critic, self.critic_optimizer),
+                                 "actor": Trained(self.actor, self.actor_optimizer)},
+                                {"critic_target": self.critic_target,
+                                 "actor_target": self.actor_target})
+        self.graph: Any = None  # the compiled `learn` (`algos/compiled.py`), when one is used
 
     @classmethod
     def stack(cls, members: list[Any], streams: Any) -> Any:
@@ -284,6 +249,7 @@ class DeterministicActorCritic:
         batch = copy.copy(members[0])
         batch.draws = streams
         stack_networks(batch, members, ("actor", "critic"), ("actor_target", "critic_target"))
+        batch._actor_loss = 0.0  # until the batch's first actor step
         batch.link_networks()
         return batch
 
@@ -296,14 +262,37 @@ class DeterministicActorCritic:
         """Actor action plus clipped Gaussian exploration noise, in [-1, 1]."""
         return explore(self.actor, obs, self.cfg.action_noise, self.draws)
 
-    def actor_and_targets_step(self, obs: Any) -> torch.Tensor:
-        """The actor step (`deterministic_actor_step`), then a soft update of both targets;
-        the actor loss, detached (`[S]` in a seed batch)."""
-        loss = deterministic_actor_step(self.actor, self.critic, self.actor_optimizer, obs,
-                                        self._actor_params)
-        polyak_update(self.critic_target, self.critic, self.cfg.tau)
-        polyak_update(self.actor_target, self.actor, self.cfg.tau)
-        return loss
+    def update(self, batch: TransitionBatch, global_step: int) -> Any:
+        """One critic step; when `with_actor` (a subclass's rule) an actor step and target
+        updates (`learn`, compiled when `graph` is set). A metrics dict (a seed batch: one per
+        seed, each on its own minibatch `[S, B, ...]`); `train/actor_loss` repeats the latest
+        actor loss on steps that skip the actor."""
+        rates = decay_lrs(self, global_step)
+        with_actor = self.with_actor()
+        noise = self.target_noise(batch)
+        learn = self.graph or functools.partial(self.learn, self.steps)
+        losses, q, actor_loss = learn(batch, noise, with_actor)
+        if actor_loss is not None:
+            self._actor_loss = actor_loss
+        return update_metrics(losses, q, {"train/actor_loss": self._actor_loss}, rates)
+
+    def learn(self, steps: Any, batch: TransitionBatch, noise: Any,
+              with_actor: bool) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """The update's math, once for both forms of `steps` (`algos/steps.py`): the critic
+        step towards `target_of` (`noise`: its draws, or None), then, `with_actor`, the actor
+        step (`deterministic_actor_objective`) and a soft update of both targets. Returns
+        (each critic's loss, Q(s, a), the actor loss or None), detached."""
+        y = self.target_of(steps, batch, noise)
+        losses, q = steps.minimize(("critic",), lambda critic: critic_objective(
+            critic, batch, y))
+        actor_loss = None
+        if with_actor:
+            critic = steps.net("critic")
+            actor_loss = steps.minimize(("actor",), lambda actor: deterministic_actor_objective(
+                actor, critic, batch.obs))
+            steps.polyak("critic_target", "critic", self.cfg.tau)
+            steps.polyak("actor_target", "actor", self.cfg.tau)
+        return losses, q, actor_loss
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, targets, optimizers (and `COUNTERS`) as plain data."""

@@ -398,17 +398,22 @@ def _per_seed(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return x.view(-1, *([1] * (like.dim() - 1)))
 
 
+def seed_grad_norms(grads: list[torch.Tensor]) -> torch.Tensor:
+    """Each seed's global 2-norm `[S]` of stacked `grads` `[S, ...]` (a batch of one: a single
+    run's norm, bit for bit)."""
+    if grads[0].shape[0] == 1:
+        return grad_norm([g[0] for g in grads]).unsqueeze(0)
+    norms = torch.stack([torch.linalg.vector_norm(g, dim=tuple(range(1, g.dim())))
+                         for g in grads])  # no flatten: Linear weights are strided
+    return torch.linalg.vector_norm(norms, dim=0)
+
+
 @torch.no_grad()
 def clip_grad_norm_per_seed(params: list[torch.Tensor], max_norm: float | None) -> torch.Tensor:
     """Each seed's global gradient norm `[S]` (before clipping) over stacked `params`; when
     `max_norm` is set, each seed's gradients scaled by `clip_scale`, as `clip_grad_norm` does."""
     grads = [p.grad for p in params if p.grad is not None]
-    if grads[0].shape[0] == 1:  # a batch of one: a single run's norm, bit for bit
-        total = grad_norm([g[0] for g in grads]).unsqueeze(0)
-    else:
-        norms = torch.stack([torch.linalg.vector_norm(g, dim=tuple(range(1, g.dim())))
-                             for g in grads])  # no flatten: Linear weights are strided
-        total = torch.linalg.vector_norm(norms, dim=0)
+    total = seed_grad_norms(grads)
     if max_norm is not None and max_norm > 0:
         scale = clip_scale(max_norm, total)
         for g in grads:

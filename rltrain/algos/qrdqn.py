@@ -81,14 +81,14 @@ class QRDQN(DQN):
         """The quantiles' means, which the greedy action maximizes; `[..., N, n]`."""
         return self.q_net(obs).mean(-1)
 
-    def td_targets(self, batch: TransitionBatch) -> torch.Tensor:
+    def target_of(self, q_net: Any, q_target: Any, batch: TransitionBatch) -> torch.Tensor:
         """The target quantiles, detached; `[B, N]`."""
-        return qrdqn_target(self.q_net, self.q_target, batch, self.cfg)
+        return qrdqn_target(q_net, q_target, batch, self.cfg)
 
-    def td_loss(self, batch: TransitionBatch, target: torch.Tensor,
+    def loss_of(self, q_net: Any, batch: TransitionBatch, target: torch.Tensor,
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """(the quantile Huber loss `[...]`, the taken actions' quantiles `[..., B, N]`)."""
-        return qrdqn_loss(self.q_net, batch, target)
+        return qrdqn_loss(q_net, batch, target)
 
 
 def build(cfg: QRDQNConfig, spec: EnvSpec, device: torch.device | str = "cpu") -> QRDQN:

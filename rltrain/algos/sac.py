@@ -21,16 +21,17 @@ from rltrain.algos.base import check_sde_spec, decay_lrs, make_noise_clock, pick
 from rltrain.algos.configs.sac import SACConfig
 from rltrain.algos.draws import Draws
 from rltrain.algos.off_policy_steps import (
-    critic_step,
-    entropy_actor_step,
+    critic_objective,
+    entropy_actor_objective,
     env_rows,
-    polyak_update,
+    mse_losses,
     stack_networks,
     td_target,
     uniform_actions,
     update_metrics,
 )
 from rltrain.algos.optim import adam, stacked_optimizer
+from rltrain.algos.steps import EagerSteps, Trained
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
 from rltrain.nets.sde import load_sde_state, sde_state
 from rltrain.nets.seeded import NotStackable
@@ -93,12 +94,19 @@ class SAC:
         return TwinQ(spec, self.spec.action_dim)
 
     def link_networks(self) -> None:
-        """What follows from the networks (the evaluated policy, the trained parameters, the
-        critic values the actor step maximizes): set again when `stack` replaces them with the
-        seeds' stacked ones."""
+        """What follows from the networks (the evaluated policy, what the update trains with
+        which optimizer, `algos/steps.py`): set again when `stack` replaces them with the seeds'
+        stacked ones."""
         self.policy = self.actor
-        self._actor_params = list(self.actor.parameters())
-        self._actor_q: Callable[[Any, torch.Tensor], torch.Tensor] = self.critic
+        trained = {"critic": Trained(self.critic, self.critic_optimizer),
+                   "actor": Trained(self.actor, self.actor_optimizer)}
+        frozen: dict[str, Any] = {"critic_target": self.critic_target}
+        if self.cfg.autotune_alpha:
+            trained["log_alpha"] = Trained(self.log_alpha, self.alpha_optimizer)
+        else:
+            frozen["log_alpha"] = self.log_alpha
+        self.steps = EagerSteps(trained, frozen)
+        self.graph: Any = None  # the compiled `learn` (`algos/compiled.py`), when one is used
 
     @classmethod
     def stack(cls, members: list[SAC], streams: Any) -> SAC:
@@ -142,37 +150,75 @@ class SAC:
 
     def update(self, batch: TransitionBatch, global_step: int) -> Any:
         """Critic step; actor and α steps every `policy_delay`-th call; then a soft target
-        update. A metrics dict (a seed batch: one per seed, each on its own minibatch
-        `[S, B, ...]`).
+        update (`learn`, compiled when `graph` is set). A metrics dict (a seed batch: one per
+        seed, each on its own minibatch `[S, B, ...]`).
 
         Actor metrics repeat their latest values on steps that skip the actor.
         """
         rates = decay_lrs(self, global_step)
-        losses, q = self.critic_update(batch)
-        if self.n_updates % self.cfg.policy_delay == 0:
-            self._actor_metrics = self._actor_alpha_step(batch.obs, batch.rewards.shape[-1])
-        polyak_update(self.critic_target, self.critic, self.cfg.tau)
+        with_actor = self.n_updates % self.cfg.policy_delay == 0
+        rows = batch.rewards.shape[-1]
+        noise = (self._noise(rows), self._noise(rows) if with_actor else None)
+        learn = self.graph or functools.partial(self.learn, self.steps)
+        losses, q, actor = learn(batch, noise, with_actor)
+        if actor is not None:
+            self._actor_metrics = {"train/actor_loss": actor[0], "train/entropy": actor[1]}
         self.n_updates += 1
         return update_metrics(losses, q, self._actor_metrics, rates, {"train/alpha": self.alpha})
 
-    def critic_update(self, batch: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """One critic step towards `target(batch)` (`critic_step`): (each critic's loss
-        `[..., E]`, Q(s, a) `[..., E, B]`), detached."""
-        return critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
+    def learn(self, steps: Any, batch: TransitionBatch, noise: tuple[Any, Any],
+              with_actor: bool) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """The update's math, once for both forms of `steps` (`algos/steps.py`): the critic step
+        towards `soft_target`, the actor and α step when `with_actor`, the target update.
+        `noise`: the standard normal draws of a' ~ π(s') and of the actor step's actions.
+        Returns (each critic's loss `[..., E]`, Q(s, a) `[..., E, B]`, (actor loss, entropy)
+        or None), detached."""
+        alpha = steps.value("log_alpha").exp()
+        with torch.no_grad():
+            next_action = steps.net("actor")(batch.next_obs, noise=noise[0])
+        y = self.soft_target(steps.net("critic_target"), batch, next_action, alpha)
+        losses, q = steps.minimize(("critic",), lambda critic: self.critic_objective(
+            critic, batch, y))
+        actor = self.actor_learn(steps, batch.obs, noise[1]) if with_actor else None
+        steps.polyak("critic_target", "critic", self.cfg.tau)
+        return losses, q, actor
+
+    def critic_objective(self, critic: Any, batch: TransitionBatch,
+                         y: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, Any]]:
+        """The critics' loss against `y` (`critic_objective`: MSE; a subclass's own, such as
+        TQC's quantile loss): (its sum, (each critic's loss, Q(s, a) `[..., E, B]`))."""
+        return critic_objective(critic, batch, y, mse_losses)
+
+    def actor_q(self, critic: Any) -> Callable[[Any, torch.Tensor], torch.Tensor]:
+        """The critic values the actor step maximizes, `[..., E, B]` (a subclass's own, such
+        as TQC's mean quantile)."""
+        return critic
+
+    @torch.no_grad()
+    def soft_target(self, critic_target: Any, batch: TransitionBatch,
+                    next_action: tuple[torch.Tensor, torch.Tensor],
+                    alpha: torch.Tensor) -> torch.Tensor:
+        """SAC's target (`sac_target`) from a' ~ π(s') and its log π (a subclass's own)."""
+        return sac_target(critic_target, batch, *next_action, alpha, self.cfg.gamma)
 
     @torch.no_grad()
     def target(self, batch: TransitionBatch) -> torch.Tensor:
         """y = r + γ (1 − terminated) (min_i Q'_i(s', a') − α log π(a'|s')), a' ~ π(s'); [B]."""
         next_action = self.actor(batch.next_obs, noise=self._noise(batch.rewards.shape[-1]))
-        return sac_target(self.critic_target, batch, *next_action, self.alpha, self.cfg.gamma)
+        return self.soft_target(self.critic_target, batch, next_action, self.alpha)
 
-    def _actor_alpha_step(self, obs: torch.Tensor, rows: int) -> dict[str, torch.Tensor]:
-        """One actor step and, when α is tuned, one temperature step (`entropy_actor_step`)."""
-        loss, entropy = entropy_actor_step(
-            functools.partial(self.actor, noise=self._noise(rows)), self._actor_q,
-            self.actor_optimizer, obs, self._actor_params, self.log_alpha,
-            self.alpha_optimizer if self.cfg.autotune_alpha else None, self.target_entropy)
-        return {"train/actor_loss": loss, "train/entropy": entropy}
+    def actor_learn(self, steps: Any, obs: Any, noise: torch.Tensor) -> Any:
+        """One actor step and, when α is tuned, one temperature step in the same gradient
+        (`entropy_actor_objective`): (actor loss, entropy), detached."""
+        tune = self.cfg.autotune_alpha
+        critic = self.actor_q(steps.net("critic"))
+
+        def objective(actor: Any, log_alpha: Any = None) -> tuple[torch.Tensor, Any]:
+            return entropy_actor_objective(
+                functools.partial(actor, noise=noise), critic, obs,
+                steps.value("log_alpha") if log_alpha is None else log_alpha, tune,
+                self.target_entropy)
+        return steps.minimize(("actor", "log_alpha") if tune else ("actor",), objective)
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, target, optimizers, log α and the update counter as plain data."""
@@ -197,7 +243,7 @@ class SAC:
 # ---- SAC's math, written once: the networks are callables and α a tensor, so a seed batch's
 # stacked ones (`[S, ...]` inputs, α `[S]`) run the same lines; the critics' ensemble is the
 # dimension before the rows (-2), losses reduce the last one. The actor and temperature step,
-# over any actor: `algos/off_policy_steps.py` `entropy_actor_step` -----------------------------
+# over any actor: `algos/off_policy_steps.py` `entropy_actor_objective` -------------------------
 
 @torch.no_grad()
 def sac_target(critic_target: Callable[[Any, torch.Tensor], torch.Tensor],

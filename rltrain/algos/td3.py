@@ -11,13 +11,10 @@ from typing import Any
 
 import torch
 
-from rltrain.algos.base import decay_lrs
 from rltrain.algos.configs.td3 import TD3Config
 from rltrain.algos.off_policy_steps import (
     DeterministicActorCritic,
-    critic_step,
     td_target,
-    update_metrics,
 )
 from rltrain.nets.continuous import TwinQ
 from rltrain.types import EnvSpec, TransitionBatch
@@ -32,39 +29,27 @@ class TD3(DeterministicActorCritic):
     def __init__(self, cfg: TD3Config, spec: EnvSpec, device: torch.device | str = "cpu"):
         super().__init__(cfg, spec, device, lambda net: TwinQ(net, spec.action_dim))
         self.n_updates = 0  # critic updates so far; the actor updates when it is 0 mod policy_delay
-        self._actor_loss: torch.Tensor | float = 0.0  # the latest actor step's
 
-    @classmethod
-    def stack(cls, members: list[Any], streams: Any) -> Any:
-        """The seeds' `members` as one batch (drawing from `streams`, one per seed)."""
-        batch = super().stack(members, streams)
-        batch._actor_loss = 0.0  # until the batch's first actor step
-        return batch
-
-    def update(self, batch: TransitionBatch, global_step: int) -> Any:
-        """One critic step; every `policy_delay`-th call also an actor step and target updates.
-        A metrics dict (a seed batch: one per seed, each on its own minibatch `[S, B, ...]`).
-
-        `train/actor_loss` repeats the latest actor loss on steps that skip the actor.
-        """
-        rates = decay_lrs(self, global_step)
-        losses, q = critic_step(self.critic, self.critic_optimizer, batch, self.target(batch))
-        if self.n_updates % self.cfg.policy_delay == 0:
-            self._actor_loss = self.actor_and_targets_step(batch.obs)
+    def with_actor(self) -> bool:
+        """Counts this update; True on every `policy_delay`-th (the first included)."""
+        due = self.n_updates % self.cfg.policy_delay == 0
         self.n_updates += 1
-        return update_metrics(losses, q, {"train/actor_loss": self._actor_loss}, rates)
+        return due
+
+    def target_noise(self, batch: TransitionBatch) -> torch.Tensor:
+        """Target policy smoothing's standard normal draws `[..., B, A]`."""
+        return self.draws.normal((batch.rewards.shape[-1], self.spec.action_dim))
 
     @torch.no_grad()
-    def target_action(self, next_obs: torch.Tensor) -> torch.Tensor:
-        """Target policy smoothing: μ'(s') + clip(N(0, σ²), −c, c), clipped to [-1, 1]."""
-        action = self.actor_target(next_obs)
-        return smoothed(action, self.draws.like("normal", action), self.cfg)
+    def target_of(self, steps: Any, batch: TransitionBatch, noise: torch.Tensor) -> torch.Tensor:
+        """y = r + γ (1 − terminated) min_i Q'_i(s', ã'), ã' = `smoothed` μ'(s'); `[..., B]`."""
+        action = smoothed(steps.net("actor_target")(batch.next_obs), noise, self.cfg)
+        return td3_target(steps.net("critic_target"), batch, action, self.cfg.gamma)
 
     @torch.no_grad()
     def target(self, batch: TransitionBatch) -> torch.Tensor:
         """y = r + γ (1 − terminated) min_i Q'_i(s', ã'), shape [B]."""
-        return td3_target(self.critic_target, batch, self.target_action(batch.next_obs),
-                          self.cfg.gamma)
+        return self.target_of(self.steps, batch, self.target_noise(batch))
 
 
 # ---- TD3's math, written once over the last dimension (the critics' ensemble is the dimension

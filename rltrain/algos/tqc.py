@@ -13,7 +13,7 @@ As SB3-contrib's TQC (`sb3_contrib/tqc/tqc.py`):
   does) where SB3-contrib averages them: N times its gradient, which Adam's step normalizes;
 - actor loss: α log π(a|s) − the mean of every critic's quantiles of Z(s, a), a ~ π(s) (SB3-
   contrib's `critic(obs, actions_pi).mean(dim=2).mean(dim=1)`), with SAC's temperature step
-  (`entropy_actor_step`).
+  (`entropy_actor_objective`).
 
 Every line serves a single run (`[E, B, M]` critic outputs) and a seed batch (`[S, E, B, M]`).
 """
@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from rltrain.algos.configs.tqc import TQCConfig
-from rltrain.algos.off_policy_steps import critic_step, quantile_huber_loss, td_target
+from rltrain.algos.off_policy_steps import critic_objective, quantile_huber_loss, td_target
 from rltrain.algos.sac import SAC
 from rltrain.nets.continuous import QEnsemble
 from rltrain.nets.spec import NetSpec
@@ -46,23 +46,24 @@ class TQC(SAC):
         return QEnsemble(spec, self.spec.action_dim, n=self.cfg.n_critics,
                          outputs=self.cfg.n_quantiles)
 
-    def link_networks(self) -> None:
-        """SAC's, with the actor step maximizing the mean of all the critics' quantiles."""
-        super().link_networks()
-        self._actor_q = functools.partial(mean_quantiles, self.critic)
+    def actor_q(self, critic: Any) -> Callable[[Any, torch.Tensor], torch.Tensor]:
+        """The mean of all the critics' quantiles (`mean_quantiles`), which the actor step
+        maximizes."""
+        return functools.partial(mean_quantiles, critic)
 
-    def critic_update(self, batch: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """One critic step towards the truncated target (`tqc_losses`): (each critic's loss
-        `[..., E]`, each critic's mean quantile `[..., E, B]`), detached."""
-        losses, z = critic_step(self.critic, self.critic_optimizer, batch, self.target(batch),
-                                tqc_losses)
-        return losses, z.mean(-1)
+    def critic_objective(self, critic: Any, batch: TransitionBatch,
+                         y: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, Any]]:
+        """The quantile Huber loss against the truncated target (`tqc_losses`): (its sum,
+        (each critic's loss `[..., E]`, each critic's mean quantile `[..., E, B]`))."""
+        total, (losses, z) = critic_objective(critic, batch, y, tqc_losses)
+        return total, (losses, z.mean(-1))
 
     @torch.no_grad()
-    def target(self, batch: TransitionBatch) -> torch.Tensor:
-        """The kept target quantiles `[B, K]` (`tqc_target`), a' ~ π(s')."""
-        next_action = self.actor(batch.next_obs, noise=self._noise(batch.rewards.shape[-1]))
-        return tqc_target(self.critic_target, batch, *next_action, self.alpha, self.cfg.gamma,
+    def soft_target(self, critic_target: Any, batch: TransitionBatch,
+                    next_action: tuple[torch.Tensor, torch.Tensor],
+                    alpha: torch.Tensor) -> torch.Tensor:
+        """The kept target quantiles `[B, K]` (`tqc_target`)."""
+        return tqc_target(critic_target, batch, *next_action, alpha, self.cfg.gamma,
                           self.cfg.top_quantiles_to_drop_per_net * self.cfg.n_critics)
 
 
@@ -71,7 +72,7 @@ class TQC(SAC):
 def mean_quantiles(critic: Callable[[Any, torch.Tensor], torch.Tensor], obs: Any,
                    action: torch.Tensor) -> torch.Tensor:
     """The mean over every critic's quantiles, Z `[..., E, B, M]` -> `[..., 1, B]` (an ensemble
-    of one, whose min `entropy_actor_step` takes)."""
+    of one, whose min `entropy_actor_objective` takes)."""
     return critic(obs, action).mean(-1).mean(-2, keepdim=True)
 
 

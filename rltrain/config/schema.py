@@ -80,6 +80,13 @@ class TrainConfig:
     on-policy algorithms shorten their last rollout to fit."""
     torch_threads: int = 1
     """torch intra-op threads (0 keeps torch's default). Small MLPs run fastest with 1."""
+    compile: str = "auto"
+    """Each gradient step as one compiled graph (torch.compile; SAC, TQC, TD3, DDPG, DQN and
+    QR-DQN): `auto` (where the run plans at least 50,000 gradient steps, which pay back the
+    first compile), `true` or `false`. Results match the eager update within float rounding."""
+    compile_cache: str | None = None
+    """Folder where compiled updates are kept for later runs of the same shapes (default:
+    `$TORCHINDUCTOR_CACHE_DIR`, else `~/.cache/rltrain/inductor`)."""
     seeds_per_trial: int = 1
     """Seeds one job trains in turn (`seed`, `seed+1`, ...; each in `<run>/seed_<s>/`); the job
     returns their mean final eval, so a sweeper's trial is not decided by one lucky seed."""

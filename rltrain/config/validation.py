@@ -202,6 +202,10 @@ def _check_run(cfg: TrainConfig, here: bool) -> None:
     if background not in ("auto", "true", "false"):
         raise UserError(f"eval.background={cfg.eval.background!r}: choose auto, true or false")
     cfg.eval.background = background
+    compile_mode = str(cfg.compile).strip().lower()
+    if compile_mode not in ("auto", "true", "false"):
+        raise UserError(f"compile={cfg.compile!r}: choose auto, true or false")
+    cfg.compile = compile_mode
     if cfg.progress not in _PROGRESS:
         raise UserError(f"progress={cfg.progress!r}: choose one of {', '.join(_PROGRESS)}")
     if cfg.checkpoint.keep_last < 0:

@@ -180,7 +180,7 @@ class EnsembleLayerNorm(nn.Module):
 class QEnsemble(nn.Module):
     """`n` independent Q(s, a) MLPs evaluated in one batched call; returns [n, B], or
     [n, B, outputs] with `outputs` > 1 values per action (a quantile or distributional critic,
-    whose loss the algorithm chooses: `algos/off_policy_steps.py` `critic_step`).
+    whose loss the algorithm chooses: `algos/off_policy_steps.py` `critic_objective`).
 
     Image observations go through one CNN encoder that the members share (as in DrQ); the
     members' MLPs stay independent.

@@ -79,6 +79,8 @@ class Runner:
         with torch_threads(cfg.torch_threads):
             self._build(cfg, run_dir, algo, callbacks, resume_from, collective, rows,
                         background_eval)
+        # a seed of a batch (`setup_lines` False): the batch says it once, for its stacked form
+        setup.compile_update(cfg, self.algo, self.device, quiet=not setup_lines)
         self.setup_lines, self.stop_line = setup_lines, stop_line
         """Whether the start lines include `say_setup()`'s; whether a stop says how to resume."""
         self.resume_target = self.run_dir if resume_target is None else Path(resume_target)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rltrain.algos import compiled
 from rltrain.checkpoint.format import plain_problem
 from rltrain.checkpoint.run_dir import claim_default_run_dir
 from rltrain.config.schema import TrainConfig
@@ -24,6 +26,8 @@ from rltrain.runner.episode_stats import EpisodeTracker
 from rltrain.runner.off_policy import make_replay
 from rltrain.runner.timing import SectionTimer
 from rltrain.text import first_line
+
+log = logging.getLogger("rltrain")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -48,6 +52,31 @@ def check_data_parallel(algo: str, family: str, ranks: int) -> None:
             f"gradient steps per env step do not split across ranks); under torchrun use PPO or "
             f"A2C, or run several {algo} runs at once with a sweep launcher "
             f"(hydra/launcher=joblib, submitit or ray)")
+
+
+def planned_updates(cfg: TrainConfig) -> int:
+    """The gradient steps an off-policy run takes over its budget (0 for on-policy ones)."""
+    algo = cfg.algo
+    if not hasattr(algo, "gradient_steps"):
+        return 0
+    iterations = max(0, int(cfg.total_timesteps) - algo.learning_starts) // cfg.env.num_envs
+    return iterations // algo.train_freq * algo.gradient_steps
+
+
+def compile_update(cfg: TrainConfig, algo: Any, device: torch.device, quiet: bool = False) -> None:
+    """Run `algo`'s update compiled where `cfg.compile` says (`algos/compiled.py`), saying which
+    on the console (`compile=auto` on an algorithm without a compiled update says nothing)."""
+    on, reason = compiled.choose(cfg.compile, algo, device, planned_updates(cfg))
+    if on:
+        compiled.use(algo, cfg.compile_cache)
+    if quiet or (not on and cfg.compile == "auto" and compiled.why_not(algo, device)):
+        return
+    if on:
+        log.info("compile: the update is compiled (%s; the first compile takes ~20-60 s, "
+                 "cached in %s); compile=false turns it off", reason,
+                 cfg.compile_cache or compiled.default_cache_dir())
+    elif cfg.compile != "false":
+        log.info("compile: the update runs eagerly (%s)", reason)
 
 
 def default_run_dir() -> Path:

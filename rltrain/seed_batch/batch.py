@@ -19,6 +19,7 @@ from rltrain.nets.seeded import NotStackable
 from rltrain.runner.context import LoopContext
 from rltrain.runner.members import OffPolicyMembers, OnPolicyMembers
 from rltrain.runner.runner import Runner
+from rltrain.runner.setup import compile_update
 from rltrain.seed_batch.rng import SeedStreams
 from rltrain.seed_batch.stacked_calls import stacked_calls
 from rltrain.seed_batch.view import SeedView
@@ -71,7 +72,9 @@ def batched(runners: list[Runner], streams: SeedStreams, quiet: bool = False) ->
                      "in turn in this process", len(members), name.upper(), name.upper())
         return members_in_turn(members, streams, spec)
     try:
-        return stacked_calls(stack(members, streams), entry.family)
+        stacked = stack(members, streams)
+        compile_update(runners[0].cfg, stacked, device, quiet=quiet)
+        return stacked_calls(stacked, entry.family)
     except NotStackable as exc:
         if not quiet:
             log.info("num_seeds=%d: %s cannot run stacked (%s); each seed's own %s acts and "

@@ -1,12 +1,13 @@
 """A critic head with several outputs per action and a loss the algorithm chooses: a toy
-quantile critic (QR-style, as TQC's) trained through `critic_step` on a synthetic batch."""
+quantile critic (QR-style, as TQC's) trained through `critic_objective` on a synthetic batch."""
 
 from __future__ import annotations
 
 import torch
 
-from rltrain.algos.off_policy_steps import critic_step, mse_losses
+from rltrain.algos.off_policy_steps import critic_objective, mse_losses
 from rltrain.algos.optim import adam
+from rltrain.algos.steps import EagerSteps, Trained
 from rltrain.nets.continuous import QEnsemble
 from rltrain.nets.seeded import stack_modules
 from rltrain.nets.spec import NetSpec
@@ -42,12 +43,16 @@ def test_one_output_per_action_keeps_the_ensembles_shape():
     assert head(torch.randn(5, 3), torch.randn(5, 1)).shape == (2, 5, QUANTILES)
 
 
-def test_a_quantile_critic_learns_its_return_distribution_through_critic_step():
+def test_a_quantile_critic_learns_its_return_distribution_through_critic_objective():
     torch.manual_seed(0)
     critic = QEnsemble(SPEC, 1, n=2, outputs=QUANTILES)
     optimizer, g = adam(critic.parameters(), 3e-3), torch.Generator().manual_seed(1)
-    losses = [critic_step(critic, optimizer, *synthetic_batch(g), quantile_huber_losses)[0]
-              for _ in range(300)]
+    steps = EagerSteps({"critic": Trained(critic, optimizer)}, {})
+
+    def step(batch: TransitionBatch, y: torch.Tensor) -> torch.Tensor:
+        return steps.minimize(("critic",), lambda net: critic_objective(
+            net, batch, y, quantile_huber_losses))[0]
+    losses = [step(*synthetic_batch(g)) for _ in range(300)]
     assert losses[0].shape == (2,)
     first, last = torch.stack(losses[:10]).mean(0), torch.stack(losses[-10:]).mean(0)
     assert (last < 0.5 * first).all(), (first, last)

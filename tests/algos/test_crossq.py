@@ -196,13 +196,13 @@ def test_the_actor_steps_after_every_policy_delay_th_critic_step_in_the_right_mo
     from rltrain.algos.sac import SAC
 
     algo, batch = make_crossq(policy_delay=3), make_batch()
-    calls, original = [], SAC._actor_alpha_step
+    calls, original = [], SAC.actor_learn
 
-    def spy(self, obs, rows):  # SAC's step, called inside CrossQ's modes
+    def spy(self, steps, obs, noise):  # SAC's step, called inside CrossQ's modes
         calls.append((self.n_updates, self.actor.training, self.critic.training))
-        return original(self, obs, rows)
+        return original(self, steps, obs, noise)
 
-    monkeypatch.setattr(SAC, "_actor_alpha_step", spy)
+    monkeypatch.setattr(SAC, "actor_learn", spy)
     critic_norm = algo.critic.net[0]
     for step in range(7):
         metrics = algo.update(batch, step)

@@ -5,7 +5,7 @@ from torch import nn
 
 from rltrain.algos.configs.ddpg import DDPGConfig
 from rltrain.algos.ddpg import DDPG
-from rltrain.algos.off_policy_steps import polyak_update
+from rltrain.algos.steps import polyak_update
 from rltrain.types import EnvSpec, TransitionBatch
 
 SPEC = EnvSpec(obs_shape=(3,), action_kind="box", action_dim=2, num_envs=1)

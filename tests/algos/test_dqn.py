@@ -130,8 +130,9 @@ def test_every_step_of_a_burst_regresses_toward_the_copy_that_fell_due():
     before_burst = [p.clone() for p in algo.q_net.parameters()]
     batch = make_batch()
     seen = []
-    real = algo.td_targets
-    algo.td_targets = lambda b: seen.append([p.clone() for p in algo.q_target.parameters()]) or real(b)
+    real = algo.target_of
+    algo.target_of = lambda q, t, b: seen.append([p.clone() for p in algo.q_target.parameters()]) \
+        or real(q, t, b)
     algo.update(batch, global_step=20)  # the next burst: its copy is due
     assert all(torch.equal(p, q) for p, q in zip(seen[0], before_burst, strict=True))
 

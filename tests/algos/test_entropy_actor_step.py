@@ -1,4 +1,4 @@
-"""`entropy_actor_step`, SAC's actor and temperature step, over an actor that is not SAC's: a
+"""`entropy_actor_objective` under `EagerSteps`, SAC's actor and temperature step, over an actor that is not SAC's: a
 toy state-independent Gaussian with a learnable mean and log σ."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import math
 import torch
 from torch import nn
 
-from rltrain.algos.off_policy_steps import entropy_actor_step
+from rltrain.algos.off_policy_steps import entropy_actor_objective
 from rltrain.algos.optim import adam
+from rltrain.algos.steps import EagerSteps, Trained
 
 BEST_ACTION = 0.5
 LOG_ALPHA = torch.tensor(math.log(0.05)).item()
@@ -48,10 +49,12 @@ def _train(steps: int, tuned: bool, target_entropy: float = 0.0):
     log_alpha = torch.tensor(LOG_ALPHA, requires_grad=tuned)
     optimizer, alpha_optimizer = adam(actor.parameters(), 0.05), adam([log_alpha], 0.05)
     obs = torch.zeros(256, 3)
+    steps_ = EagerSteps({"actor": Trained(actor, optimizer),
+                         "log_alpha": Trained(log_alpha, alpha_optimizer)}, {})
+    names = ("actor", "log_alpha") if tuned else ("actor",)
     for _ in range(steps):
-        loss, entropy = entropy_actor_step(actor, critic, optimizer, obs, list(actor.parameters()),
-                                           log_alpha, alpha_optimizer if tuned else None,
-                                           target_entropy)
+        loss, entropy = steps_.minimize(names, lambda actor, alpha=log_alpha: (
+            entropy_actor_objective(actor, critic, obs, alpha, tuned, target_entropy)))
     return actor, critic, log_alpha, loss, entropy
 
 

@@ -3,7 +3,7 @@
 import torch
 
 from rltrain.algos.configs.td3 import TD3Config
-from rltrain.algos.td3 import TD3
+from rltrain.algos.td3 import TD3, smoothed
 from rltrain.types import EnvSpec, TransitionBatch
 
 SPEC = EnvSpec(obs_shape=(3,), action_kind="box", action_dim=2, num_envs=1)
@@ -34,7 +34,9 @@ def test_target_smoothing_noise_is_clipped():
     last = algo.actor_target.net[-1]
     torch.nn.init.zeros_(last.weight)  # μ'(s') = tanh(0) = 0, so the output is the noise itself
     torch.nn.init.zeros_(last.bias)
-    noise = algo.target_action(torch.randn(4096, 3))
+    with torch.no_grad():
+        noise = smoothed(algo.actor_target(torch.randn(4096, 3)),
+                         algo.target_noise(make_batch(4096)), algo.cfg)
     assert noise.abs().max() <= 0.5
     assert (noise.abs() == 0.5).float().mean() > 0.9  # σ = 100 almost always hits the clip
 

@@ -18,10 +18,10 @@ SEEDS = Path(__file__).resolve().parents[2] / "rltrain" / "seed_batch"
 
 # call or attribute name -> where that piece of math lives
 MATH = {
-    "smooth_l1_loss": "algos/dqn.py dqn_loss", "mse_loss": "algos/off_policy_steps.py critic_step",
+    "smooth_l1_loss": "algos/dqn.py dqn_loss", "mse_loss": "algos/off_policy_steps.py mse_losses",
     "td_target": "algos/*: each algorithm's target", "pow": "algos/*: the losses",
     "min": "algos/*: clipped surrogates and double-Q targets", "clip_grad_norm": "algos/optim.py",
-    "_fused_adam_": "algos/optim.py fused_adam_", "_foreach_lerp_": "algos/off_policy_steps.py soft_update_",
+    "_fused_adam_": "algos/optim.py fused_adam_", "_foreach_lerp_": "algos/steps.py soft_update_",
     "_foreach_addcdiv_": "algos/optim.py", "_foreach_addcmul_": "algos/optim.py",
     "_foreach_sqrt": "algos/optim.py", "addcdiv_": "algos/optim.py", "lerp_": "algos/base.py",
     "clip_scale": "algos/optim.py (clip_grad_norm and clip_grad_norm_per_seed call it)",

@@ -8,7 +8,7 @@ import copy
 import torch
 from torch import nn
 
-from rltrain.algos.off_policy_steps import polyak_update
+from rltrain.algos.steps import polyak_update
 from rltrain.nets import seeded
 from rltrain.nets.continuous import QEnsemble
 from rltrain.nets.seeded import stack_modules

@@ -1,0 +1,109 @@
+"""An algorithm's whole update as one compiled graph: its `learn(steps, ...)` (the one copy of its
+math, `algos/steps.py`) traced over `GraphSteps` by `torch.compile` (inductor), so that the
+forward and backward passes, every optimizer step and the target updates of a gradient step run
+as generated code, without Python between them.
+
+Where it pays (measured 2026-11-28, torch 2.13 CPU, 2 cores, one thread, 1 seed): see
+`benchmarks/results/compiled_update.md`. The first compile of a graph costs tens of seconds;
+inductor keeps what it generated in a cache folder (`compile_cache`, or `TORCHINDUCTOR_CACHE_DIR`
+when set), so a later run of the same shapes on the same machine starts in seconds.
+
+`compile=auto` turns it on where a run plans enough gradient steps to pay the first compile
+back (`AUTO_MIN_UPDATES`); `true` wherever the algorithm has a compiled update; `false` never.
+A compile that fails (no C++ compiler, an operation inductor cannot take) says so in one line
+and the run goes on eagerly: nothing has changed by then, as a graph runs only once compiled.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rltrain.algos.optim import FusedAdam
+from rltrain.algos.steps import GraphSteps
+
+log = logging.getLogger("rltrain")
+
+AUTO_MIN_UPDATES = 50_000
+"""`compile=auto` compiles a run that plans at least this many gradient steps (see the module
+docstring for the break-even this follows)."""
+
+
+def default_cache_dir() -> Path:
+    """Where inductor's cache goes unless the user says: `$TORCHINDUCTOR_CACHE_DIR`, else
+    `$XDG_CACHE_HOME/rltrain/inductor` (`~/.cache/...`), which outlives `/tmp`."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "rltrain" / "inductor"
+
+
+def why_not(algo: Any, device: torch.device) -> str | None:
+    """Why `algo`'s update cannot be compiled here, or None when it can."""
+    if not hasattr(algo, "learn") or not hasattr(algo, "steps"):
+        return f"{type(algo).__name__} has no compiled update yet"
+    if device.type not in ("cpu", "cuda"):
+        return f"torch.compile does not serve device {device.type}"
+    if device.type == "cpu" and not (shutil.which("g++") or shutil.which("c++")
+                                     or shutil.which("clang++")):
+        return "no C++ compiler (g++) on PATH, which inductor needs on the CPU"
+    optimizers = [t.optimizer for t in algo.steps.trained.values()]
+    if not all(isinstance(o, FusedAdam) for o in optimizers):
+        return "its optimizers are not rltrain's Adam (a torch build without a fused kernel)"
+    return None
+
+
+def choose(mode: str, algo: Any, device: torch.device, planned_updates: int) -> tuple[bool, str]:
+    """(compile or not, the reason in words) for `compile=mode` (auto, true or false)."""
+    if mode == "false":
+        return False, "compile=false"
+    reason = why_not(algo, device)
+    if reason is not None:
+        return False, reason
+    if mode == "true":
+        return True, "compile=true"
+    if planned_updates < AUTO_MIN_UPDATES:
+        return False, (f"{planned_updates:,} planned gradient steps, fewer than the "
+                       f"{AUTO_MIN_UPDATES:,} that pay back a first compile")
+    return True, f"{planned_updates:,} planned gradient steps"
+
+
+def use(algo: Any, cache_dir: str | Path | None = None) -> None:
+    """From the next update on, `algo.update` runs its `learn` compiled (`CompiledLearn`)."""
+    folder = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+    algo.graph = CompiledLearn(algo)
+
+
+class CompiledLearn:
+    """`algo.learn` over `GraphSteps`, compiled on its first call (one graph per distinct
+    argument structure: SAC's steps with and without the actor are two; a seed batch's other
+    seed count is another). Called as `learn(*args)` without `steps`, as `algo.update` calls
+    the eager one."""
+
+    def __init__(self, algo: Any):
+        self.algo = algo
+        self.compiled = torch.compile(self._graph, fullgraph=True, dynamic=False)
+        self.first = True
+
+    def _graph(self, tensors: dict[str, Any], *args: Any) -> Any:
+        return self.algo.learn(GraphSteps(self.algo.steps, tensors), *args)
+
+    def __call__(self, *args: Any) -> Any:
+        if not self.first:
+            return self.compiled(self.algo.steps.tensors(), *args)
+        self.first = False
+        try:
+            return self.compiled(self.algo.steps.tensors(), *args)
+        except Exception as exc:  # noqa: BLE001 - any failure to compile: go on eagerly
+            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            log.warning("compile: %s's update did not compile (%s: %s); training eagerly",
+                        type(self.algo).__name__, type(exc).__name__, reason)
+            self.algo.graph = None
+            return self.algo.learn(self.algo.steps, *args)

@@ -1,0 +1,216 @@
+"""The compiled update (`algos/compiled.py`) and the form it traces (`algos/steps.py`
+`GraphSteps`): the same math as the eager update, for every algorithm that has one, a single run
+and a seed batch; when `compile=auto` turns it on; a compile that fails leaves the run eager.
+
+Most checks run `GraphSteps` without compiling it (what inductor is handed, run by torch op by
+op: the same functional calls, `torch.func` gradients and foreach Adam), so they take
+milliseconds; one runs the real compile (~20 s), and the slow ones compile every algorithm.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from rltrain.algos import compiled
+from rltrain.algos.configs.ddpg import DDPGConfig
+from rltrain.algos.configs.dqn import DQNConfig
+from rltrain.algos.configs.ppo import PPOConfig
+from rltrain.algos.configs.qrdqn import QRDQNConfig
+from rltrain.algos.configs.sac import SACConfig
+from rltrain.algos.configs.td3 import TD3Config
+from rltrain.algos.configs.tqc import TQCConfig
+from rltrain.algos.ddpg import DDPG
+from rltrain.algos.dqn import DQN
+from rltrain.algos.ppo import PPO
+from rltrain.algos.qrdqn import QRDQN
+from rltrain.algos.sac import SAC
+from rltrain.algos.steps import GraphSteps
+from rltrain.algos.td3 import TD3
+from rltrain.algos.tqc import TQC
+from rltrain.config.compose import compose_train_config
+from rltrain.runner.setup import planned_updates
+from rltrain.seed_batch.rng import SeedStreams
+from rltrain.types import EnvSpec, TransitionBatch
+
+SPEC = EnvSpec(obs_shape=(5,), action_kind="box", action_dim=2, num_envs=1)
+DISCRETE = EnvSpec(obs_shape=(5,), action_kind="discrete", action_dim=3, num_envs=1)
+ALGOS = {
+    "dqn": lambda **kw: DQN(DQNConfig(hidden_sizes=[16, 16], max_grad_norm=0.5, **kw), DISCRETE),
+    "dqn_unclipped": lambda **kw: DQN(DQNConfig(hidden_sizes=[16, 16], max_grad_norm=0.0,
+                                                double_q=True, **kw), DISCRETE),
+    "qrdqn": lambda **kw: QRDQN(QRDQNConfig(hidden_sizes=[16, 16], n_quantiles=5, **kw),
+                                DISCRETE),
+    "sac": lambda **kw: SAC(SACConfig(hidden_sizes=[16, 16], **kw), SPEC),
+    "sac_fixed_alpha": lambda **kw: SAC(SACConfig(hidden_sizes=[16, 16], autotune_alpha=False,
+                                                  **kw), SPEC),
+    "tqc": lambda **kw: TQC(TQCConfig(hidden_sizes=[16, 16], n_quantiles=5, **kw), SPEC),
+    "td3": lambda **kw: TD3(TD3Config(hidden_sizes=[16, 16], **kw), SPEC),
+    "ddpg": lambda **kw: DDPG(DDPGConfig(hidden_sizes=[16, 16], **kw), SPEC),
+}
+UPDATES = 6
+
+
+def make_batch(i: int, rows: int = 32, seeds: int | None = None,
+               discrete: bool = False) -> TransitionBatch:
+    g = torch.Generator().manual_seed(i)
+    lead = (rows,) if seeds is None else (seeds, rows)
+    actions = (torch.randint(0, 3, lead, generator=g).float() if discrete
+               else torch.rand(*lead, 2, generator=g) * 2 - 1)
+    return TransitionBatch(torch.randn(*lead, 5, generator=g), actions,
+                           torch.randn(*lead, generator=g), torch.randn(*lead, 5, generator=g),
+                           (torch.rand(*lead, generator=g) < 0.2).float())
+
+
+def traced_form(algo) -> None:
+    """`algo.update` runs its `learn` over `GraphSteps`, uncompiled: what inductor is given."""
+    algo.graph = lambda *args: algo.learn(GraphSteps(algo.steps, algo.steps.tensors()), *args)
+
+
+def build(name: str, seeds: int | None, **overrides):
+    """One algorithm (seeds None), or a seed batch of `seeds` stacked, each from seed 0, 1, ..."""
+    if seeds is None:
+        torch.manual_seed(0)
+        return ALGOS[name](**overrides)
+    streams, members = SeedStreams(torch.device("cpu")), []
+    for k in range(seeds):
+        torch.manual_seed(k)
+        members.append(ALGOS[name](**overrides))
+        streams.capture()
+    return type(members[0]).stack(members, streams)
+
+
+def run(algo, seeds: int | None) -> list:
+    metrics, discrete = [], isinstance(algo, DQN)
+    for i in range(UPDATES):
+        torch.manual_seed(100 + i)
+        metrics.append(algo.update(make_batch(i, seeds=seeds, discrete=discrete), i))
+    return metrics
+
+
+def assert_same_training(eager, other, eager_metrics, other_metrics) -> None:
+    """Every metric of every update, every tensor of the state (networks, targets, Adam's
+    moments and counts): equal within float rounding (Adam's arithmetic in another order)."""
+    for a, b in zip(eager_metrics, other_metrics, strict=True):
+        rows_a, rows_b = (a, b) if isinstance(a, list) else ([a], [b])
+        for ra, rb in zip(rows_a, rows_b, strict=True):
+            assert ra.keys() == rb.keys()
+            for key in ra:
+                assert rb[key] == pytest.approx(ra[key], rel=1e-4, abs=1e-6), key
+    flat_a = torch.utils._pytree.tree_leaves(eager.state_dict())
+    flat_b = torch.utils._pytree.tree_leaves(other.state_dict())
+    assert len(flat_a) == len(flat_b)
+    for a, b in zip(flat_a, flat_b, strict=True):
+        if isinstance(a, torch.Tensor):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+        else:
+            assert a == b
+
+
+@pytest.mark.parametrize("seeds", [None, 3], ids=["single", "batch_of_3"])
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_the_traced_form_trains_as_the_eager_update(name, seeds):
+    """TD3's actor every 2nd update (both graphs); a decaying rate (a tensor in the graph)."""
+    kw = {"policy_delay": 2} if name == "td3" else {}
+    if name.startswith("dqn"):  # a target copy (outside the graph) within the updates
+        kw = {"target_update_interval": 3, "lr_decay_steps": 4, "lr_final": 1e-5}
+    eager, traced = build(name, seeds, **kw), build(name, seeds, **kw)
+    traced_form(traced)
+    assert_same_training(eager, traced, run(eager, seeds), run(traced, seeds))
+
+
+def test_a_stale_draw_would_show():
+    """The comparison above can fail: one update's noise from another stream breaks it."""
+    eager, traced = build("sac", None), build("sac", None)
+    traced_form(traced)
+    metrics = run(eager, None)
+    torch.manual_seed(7)  # the traced run's draws from another stream
+    other = []
+    for i in range(UPDATES):
+        other.append(traced.update(make_batch(i), i))
+    with pytest.raises(AssertionError):
+        assert_same_training(eager, traced, metrics, other)
+
+
+def test_the_compiled_update_trains_as_the_eager_one(tmp_path):
+    """The real compile (inductor, a C++ build): DDPG, the smallest graph."""
+    eager, fast = build("ddpg", None), build("ddpg", None)
+    compiled.use(fast, tmp_path / "cache")
+    metrics = run(fast, None)
+    assert fast.graph is not None, "the update fell back to eager"
+    assert_same_training(eager, fast, run(eager, None), metrics)
+    assert any((tmp_path / "cache").iterdir())  # inductor's code, for the next run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seeds", [None, 2], ids=["single", "batch_of_2"])
+@pytest.mark.parametrize("name", ["sac", "tqc", "td3", "dqn", "qrdqn"])
+def test_every_compiled_update_trains_as_its_eager_one(tmp_path, name, seeds):
+    kw = {"policy_delay": 2} if name == "td3" else {}
+    eager, fast = build(name, seeds, **kw), build(name, seeds, **kw)
+    compiled.use(fast, tmp_path / "cache")
+    metrics = run(fast, seeds)
+    assert fast.graph is not None, "the update fell back to eager"
+    assert_same_training(eager, fast, run(eager, seeds), metrics)
+
+
+def test_a_compile_that_fails_says_so_and_trains_eagerly(monkeypatch, caplog):
+    def broken(fn, **_):
+        def call(*args):
+            raise RuntimeError("inductor: no C++ compiler found\nmore detail")
+        return call
+    monkeypatch.setattr(torch, "compile", broken)
+    eager, fast = build("sac", None), build("sac", None)
+    compiled.use(fast)
+    with caplog.at_level(logging.WARNING, logger="rltrain"):
+        metrics = run(fast, None)
+    assert fast.graph is None
+    assert_same_training(eager, fast, run(eager, None), metrics)
+    lines = [r.getMessage() for r in caplog.records if "compile" in r.getMessage()]
+    assert lines == ["compile: SAC's update did not compile (RuntimeError: inductor: no C++ "
+                     "compiler found); training eagerly"]
+
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("mode,planned,on,says", [
+    ("auto", compiled.AUTO_MIN_UPDATES, True, "50,000 planned gradient steps"),
+    ("auto", compiled.AUTO_MIN_UPDATES - 1, False, "49,999 planned gradient steps, fewer than"),
+    ("true", 10, True, "compile=true"),
+    ("false", 10**9, False, "compile=false"),
+])
+def test_auto_compiles_where_the_run_is_long_enough(mode, planned, on, says):
+    assert compiled.choose(mode, build("sac", None), CPU, planned)[0] is on
+    assert compiled.choose(mode, build("sac", None), CPU, planned)[1].startswith(says)
+
+
+def test_what_cannot_compile_runs_eagerly_and_says_why(monkeypatch):
+    ppo = PPO(PPOConfig(hidden_sizes=[8]), EnvSpec((3,), "discrete", 2, 1))
+    assert compiled.choose("true", ppo, CPU, 10**6) == (False, "PPO has no compiled update yet")
+    sac = build("sac", None)
+    assert compiled.choose("true", sac, torch.device("mps"), 10**6) == (
+        False, "torch.compile does not serve device mps")
+    monkeypatch.setattr(compiled.shutil, "which", lambda name: None)
+    assert compiled.choose("auto", sac, CPU, 10**6)[1].startswith("no C++ compiler")
+
+
+@pytest.mark.parametrize("overrides,planned", [
+    (["algo=sac", "env=Pendulum-v1", "total_timesteps=20000", "algo.learning_starts=1000"],
+     19_000),
+    (["algo=sac", "env=Pendulum-v1", "total_timesteps=20000", "algo.learning_starts=1000",
+      "algo.train_freq=4", "algo.gradient_steps=2", "env.num_envs=2"], 19_000 // 2 // 4 * 2),
+    (["algo=ppo", "env=Pendulum-v1"], 0),
+])
+def test_planned_updates_count_the_runs_gradient_steps(overrides, planned):
+    assert planned_updates(compose_train_config(overrides)) == planned
+
+
+def test_compile_takes_auto_true_or_false_and_refuses_the_rest():
+    assert compose_train_config(["algo=sac", "compile=false"]).compile == "false"
+    assert compose_train_config(["algo=sac", "compile=True"]).compile == "true"
+    assert compose_train_config(["algo=sac"]).compile == "auto"
+    with pytest.raises(Exception, match="compile='sometimes': choose auto, true or false"):
+        compose_train_config(["algo=sac", "compile=sometimes"])
