@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # (it downgrades protobuf): only their missing-package messages are tested.
 EXTRAS ?= dev,sweep,slurm,video,export,wandb,bench,box2d,mujoco,atari
 
-.PHONY: install train test test-float test-wheel test-gpu test-ray test-all bench bench-quality bench-presets lint docs clean
+.PHONY: install train test test-float test-wheel test-gpu test-ray test-all bench bench-sbx bench-quality bench-presets lint docs clean
 
 install: $(STAMP)
 
@@ -104,6 +104,17 @@ $(ROBOTICS_STAMP): pyproject.toml
 
 test-robotics: $(ROBOTICS_STAMP)  ## goal envs: SAC + HER on gymnasium-robotics' FetchReach, success rates (own venv: .venv-robotics)
 	$(ROBOTICS_VENV)/bin/python -m pytest -q tests/envs/test_goal_success.py "tests/test_config.py::test_every_tuned_preset_composes_and_validates[sac_fetchreach]" $(ARGS)
+
+# SBX (jax) in its own venv, beside rltrain and SB3: `make bench-sbx`.
+SBX_VENV ?= .venv-sbx
+SBX_STAMP := $(SBX_VENV)/.installed
+SBX_EXTRAS := bench,sbx,mujoco
+
+$(SBX_STAMP): pyproject.toml
+	$(call own_venv,$(SBX_VENV),$(SBX_EXTRAS))
+
+bench-sbx: $(SBX_STAMP)  ## rltrain (eager and compiled), SB3 and SBX on the same hyperparameters, interleaved: benchmarks/results/equal_work.{json,md} (own venv: .venv-sbx)
+	$(SBX_VENV)/bin/python benchmarks/equal_work.py --out benchmarks/results $(ARGS)
 
 test-all: install       ## everything, slow learning checks included, 100 damaged checkpoints
 	RLTRAIN_FUZZ_EXAMPLES=100 $(BIN)/python -m pytest -q $(ARGS)

@@ -31,7 +31,10 @@ CASES = {
     "td3:pendulum": ("td3", 3, 1, [64, 64], 256, {}, "td3_pendulum"),
     "td3:hopper": ("td3", 11, 3, [400, 300], 256, {}, "td3_hopper"),
     "ddpg:pendulum": ("ddpg", 3, 1, [64, 64], 256, {}, "ddpg_pendulum"),
+    "dqn:cartpole": ("dqn", 4, 2, [256, 256], 64, {}, "dqn_cartpole"),
+    "qrdqn:cartpole": ("qrdqn", 4, 2, [256, 256], 64, {}, "qrdqn_cartpole"),
 }
+DISCRETE = ("dqn", "qrdqn")
 
 
 def one(case: str, form: str, steps: int, cache: str) -> dict[str, float]:
@@ -53,13 +56,15 @@ def one(case: str, form: str, steps: int, cache: str) -> dict[str, float]:
     cfg_class = next(getattr(config, n) for n in dir(config)
                      if n.lower() == f"{name}config")
     torch.manual_seed(0)
+    kind = "discrete" if name in DISCRETE else "box"
     algo = module.build(cfg_class(hidden_sizes=hidden, batch_size=rows, **extra),
-                        EnvSpec((obs,), "box", act, 1))
+                        EnvSpec((obs,), kind, act, 1))
     if form == "compiled":
         compiled.use(algo, cache)
     g = torch.Generator().manual_seed(1)
-    batch = TransitionBatch(torch.randn(rows, obs, generator=g),
-                            torch.rand(rows, act, generator=g) * 2 - 1,
+    actions = (torch.randint(0, act, (rows,), generator=g).float() if kind == "discrete"
+               else torch.rand(rows, act, generator=g) * 2 - 1)
+    batch = TransitionBatch(torch.randn(rows, obs, generator=g), actions,
                             torch.randn(rows, generator=g), torch.randn(rows, obs, generator=g),
                             (torch.rand(rows, generator=g) < 0.02).float())
     t0 = time.perf_counter()
@@ -120,12 +125,13 @@ def report(results: dict[str, dict[str, list[float]]], rounds: int, steps: int) 
         saved = (med["eager_ms"] - med["compiled_ms"]) / 1e3
         cold = max(0.0, med["cold_s"] - med["eager_first_s"])
         warm = max(0.0, med["warm_s"] - med["eager_first_s"])
-        even = (lambda s: f"{s / saved:,.0f}" if saved > 0 else "never")
+        even_cold, even_warm = (f"{s / saved:,.0f}" if saved > 0 else "never"
+                                for s in (cold, warm))
         lines.append(
             f"| {case} ({preset}) | obs {obs}, act {act}, {'x'.join(map(str, hidden))}, batch "
             f"{rows} | {med['eager_ms']:.2f} | {med['compiled_ms']:.2f} | "
             f"{med['compiled_ms'] / med['eager_ms']:.2f} | {cold:.1f} | {warm:.1f} | "
-            f"{even(cold)} | {even(warm)} |")
+            f"{even_cold} | {even_warm} |")
     return "\n".join(lines) + "\n"
 
 
@@ -140,7 +146,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    text = report(measure(args.cases, args.rounds, args.steps), args.rounds, args.steps)
+    results = measure(args.cases, args.rounds, args.steps)
+    if args.out:  # the cases run now replace theirs; the others are kept
+        saved = Path(args.out, "compiled_update.json")
+        results = {**(json.loads(saved.read_text()) if saved.exists() else {}), **results}
+        saved.write_text(json.dumps(results, indent=1) + "\n")
+    text = report(results, args.rounds, args.steps)
     print(text)
     if args.out:
         Path(args.out, "compiled_update.md").write_text(text)

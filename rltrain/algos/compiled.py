@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,9 @@ from rltrain.algos.steps import GraphSteps
 log = logging.getLogger("rltrain")
 
 AUTO_MIN_UPDATES = 50_000
-"""`compile=auto` compiles a run that plans at least this many gradient steps (see the module
-docstring for the break-even this follows)."""
+"""`compile=auto` compiles a run that plans at least this many gradient steps, unless the
+algorithm's class says otherwise (`COMPILE_PAYS_AFTER`: its measured break-even with a margin,
+or None where it never pays on the CPU)."""
 
 
 def default_cache_dir() -> Path:
@@ -45,7 +47,7 @@ def default_cache_dir() -> Path:
 
 def why_not(algo: Any, device: torch.device) -> str | None:
     """Why `algo`'s update cannot be compiled here, or None when it can."""
-    if not hasattr(algo, "learn") or not hasattr(algo, "steps"):
+    if not callable(getattr(algo, "learn", None)) or not hasattr(algo, "steps"):
         return f"{type(algo).__name__} has no compiled update yet"
     if device.type not in ("cpu", "cuda"):
         return f"torch.compile does not serve device {device.type}"
@@ -67,9 +69,13 @@ def choose(mode: str, algo: Any, device: torch.device, planned_updates: int) -> 
         return False, reason
     if mode == "true":
         return True, "compile=true"
-    if planned_updates < AUTO_MIN_UPDATES:
+    pays_after = getattr(algo, "COMPILE_PAYS_AFTER", AUTO_MIN_UPDATES)
+    if pays_after is None:
+        return False, (f"compile=auto: {type(algo).__name__}'s update gains too little here to pay "
+                       "back a compile; compile=true compiles it")
+    if planned_updates < pays_after:
         return False, (f"{planned_updates:,} planned gradient steps, fewer than the "
-                       f"{AUTO_MIN_UPDATES:,} that pay back a first compile")
+                       f"{pays_after:,} that pay back a first compile")
     return True, f"{planned_updates:,} planned gradient steps"
 
 
@@ -91,6 +97,8 @@ class CompiledLearn:
         self.algo = algo
         self.compiled = torch.compile(self._graph, fullgraph=True, dynamic=False)
         self.first = True
+        self.compile_seconds = 0.0
+        """What the first call took (the compile and one update), for benchmarks."""
 
     def _graph(self, tensors: dict[str, Any], *args: Any) -> Any:
         return self.algo.learn(GraphSteps(self.algo.steps, tensors), *args)
@@ -99,8 +107,14 @@ class CompiledLearn:
         if not self.first:
             return self.compiled(self.algo.steps.tensors(), *args)
         self.first = False
+        log.info("compile: compiling %s's update (once per shape and machine: later runs take "
+                 "it from the cache)", type(self.algo).__name__)
+        started = time.perf_counter()
         try:
-            return self.compiled(self.algo.steps.tensors(), *args)
+            out = self.compiled(self.algo.steps.tensors(), *args)
+            self.compile_seconds = time.perf_counter() - started
+            log.info("compile: compiled in %.1f s", self.compile_seconds)
+            return out
         except Exception as exc:  # noqa: BLE001 - any failure to compile: go on eagerly
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
             log.warning("compile: %s's update did not compile (%s: %s); training eagerly",

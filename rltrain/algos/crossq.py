@@ -47,6 +47,8 @@ class CrossQ(SAC):
 
     cfg: CrossQConfig
     STATE = ("actor", "critic", "actor_optimizer", "critic_optimizer", "alpha_optimizer")
+    learn = None  # its update is its own (train and eval modes around each pass), not SAC's
+    # `learn`: it has no compiled form yet (`algos/compiled.py`)
 
     def __init__(self, cfg: CrossQConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         super().__init__(cfg, spec, device)

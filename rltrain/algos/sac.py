@@ -45,6 +45,10 @@ class SAC:
     STATE = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimizer",
              "alpha_optimizer")
     """The networks and optimizers `state_dict()` holds (besides log α and the counters)."""
+    COMPILE_PAYS_AFTER = 50_000
+    """`compile=auto` from this many planned gradient steps: the compiled update took about half
+    the eager one's time at the presets' shapes, paying a cold compile back within ~12-20k steps
+    (benchmarks/results/compiled_update.md)."""
 
     def __init__(self, cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)

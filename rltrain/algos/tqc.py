@@ -40,6 +40,10 @@ class TQC(SAC):
     target."""
 
     cfg: TQCConfig
+    COMPILE_PAYS_AFTER = 10_000
+    """`compile=auto` from this many planned gradient steps: its compiled update saved ~13 ms of
+    ~29 at Hopper's shapes, paying a cold compile back within ~4k steps
+    (benchmarks/results/compiled_update.md)."""
 
     def make_critic(self, spec: NetSpec) -> nn.Module:
         """`n_critics` critics of `n_quantiles` outputs each: Z(s, a) `[E, B, M]`."""

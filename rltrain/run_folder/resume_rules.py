@@ -11,9 +11,10 @@ from rltrain.config.validation import to_train_config
 from rltrain.envs.trust import named_code, require_named
 from rltrain.errors import UserError
 
-# Overrides that may change when resuming: budgets, logging, evaluation and checkpoint cadence.
-RESUMABLE = ("total_timesteps", "progress", "device", "torch_threads", "logger", "eval",
-             "checkpoint", "resume", "hydra")
+# Overrides that may change when resuming: budgets, logging, evaluation and checkpoint cadence,
+# and how the update runs (compiled or not: the same math within rounding).
+RESUMABLE = ("total_timesteps", "progress", "device", "torch_threads", "compile",
+             "compile_cache", "logger", "eval", "checkpoint", "resume", "hydra")
 SCHEDULE = ("algo.lr_decay_steps", "algo.lr_final")
 """The off-policy learning-rate schedule, which may change with the budget when resuming (the
 saved config holds it resolved: `${total_timesteps}` does not follow a new budget by itself)."""
