@@ -9,7 +9,8 @@ Each run is a fresh process with one torch thread (JAX keeps its own), training 
 evaluation (rltrain's final one is off the clock), envs stepped by gymnasium on every side
 (`env.backend=gymnasium`, one env). rltrain runs twice, its update eager (`compile=false`) and
 compiled (`compile=true`, the compile included in its seconds and shown apart, from an empty
-cache folder: the cost a first run on a new machine pays); SBX's seconds include its JIT.
+cache folder: the cost a first run on a new machine pays, then again on the cache that filled:
+what every later run of the same shapes pays); SBX's seconds include its JIT.
 Results: `benchmarks/results/equal_work.{json,md}`.
 """
 
@@ -58,6 +59,8 @@ ROWS: dict[str, tuple[int, dict[str, Any], list[str]]] = {
         "algo.exploration_final_eps=0.04", "algo.hidden_sizes=[256,256]"]),
 }
 SIDES = ("rltrain_eager", "rltrain_compiled", "sb3", "sbx")
+WARM = "rltrain_warm"
+"""rltrain compiled again on the cache its cold run just filled: a later run on this machine."""
 
 
 def run_rltrain(row: str, seed: int, compiled: bool, cache: str) -> dict[str, float]:
@@ -120,6 +123,8 @@ def measure(rows: list[str], rounds: int, sides: list[str]) -> dict[str, Any]:
     for r in range(rounds):
         for row in rows:
             order = sides[r % len(sides):] + sides[:r % len(sides)]  # who goes first rotates
+            if "rltrain_compiled" in order:  # the warm run right after the cold one
+                order.insert(order.index("rltrain_compiled") + 1, WARM)
             with tempfile.TemporaryDirectory() as cache:
                 for side in order:
                     got = spawn(row, r, side, cache)
@@ -137,8 +142,9 @@ def markdown(results: dict[str, Any]) -> str:
              "[per round]; one torch thread, one gymnasium env, no evaluation; rltrain compiled: "
              "compile from an empty cache included (and shown apart); SBX: its JIT included.",
              "",
-             "| row | rltrain eager | rltrain compiled (compile) | SB3 | SBX | compiled / SBX |",
-             "|---|---|---|---|---|---|"]
+             "| row | rltrain eager | rltrain compiled, first run (compile) | rltrain compiled, "
+             "later runs (compile) | SB3 | SBX | compiled / SBX: first, later |",
+             "|---|---|---|---|---|---|---|"]
     for row, by_side in results.items():
         def cell(side: str, by_side: dict[str, Any] = by_side) -> str:
             runs = by_side.get(side, [])
@@ -146,15 +152,19 @@ def markdown(results: dict[str, Any]) -> str:
                 return "missing"
             seconds = [x["seconds"] for x in runs]
             text = f"{statistics.median(seconds):.1f} [{', '.join(f'{s:.1f}' for s in seconds)}]"
-            if side == "rltrain_compiled":
+            if side in ("rltrain_compiled", WARM):
                 text += f" ({statistics.median(x['compile_s'] for x in runs):.1f})"
             return text
-        ratio = "missing"
-        if by_side.get("rltrain_compiled") and by_side.get("sbx"):
-            ratio = (f"{statistics.median(x['seconds'] for x in by_side['rltrain_compiled']) / statistics.median(x['seconds'] for x in by_side['sbx']):.2f}")
-        steps = ROWS[row][0]
-        lines.append(f"| {row} {steps:,} | {cell('rltrain_eager')} | {cell('rltrain_compiled')} | "
-                     f"{cell('sb3')} | {cell('sbx')} | {ratio} |")
+
+        def median(side: str, by_side: dict[str, Any] = by_side) -> float | None:
+            runs = by_side.get(side, [])
+            return statistics.median(x["seconds"] for x in runs) if runs else None
+        sbx = median("sbx")
+        ratios = ", ".join("missing" if sbx is None or median(side) is None
+                           else f"{median(side) / sbx:.2f}" for side in ("rltrain_compiled", WARM))
+        lines.append(f"| {row} {ROWS[row][0]:,} | {cell('rltrain_eager')} | "
+                     f"{cell('rltrain_compiled')} | {cell(WARM)} | {cell('sb3')} | {cell('sbx')} "
+                     f"| {ratios} |")
     return "\n".join(lines) + "\n"
 
 
@@ -162,7 +172,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--one"]:
         row, seed, side, cache = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
         if side.startswith("rltrain"):
-            out = run_rltrain(row, seed, side == "rltrain_compiled", cache)
+            out = run_rltrain(row, seed, side in ("rltrain_compiled", WARM), cache)
         else:
             out = run_baseline(row, seed, side)
         print(json.dumps(out))
