@@ -393,7 +393,7 @@ def stacked_optimizer(params: list[torch.Tensor], optimizers: list[Any]) -> Fuse
     return stacked
 
 
-def _per_seed(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+def per_seed(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """`x` `[S]` shaped to broadcast over `like` `[S, ...]`."""
     return x.view(-1, *([1] * (like.dim() - 1)))
 
@@ -417,7 +417,7 @@ def clip_grad_norm_per_seed(params: list[torch.Tensor], max_norm: float | None) 
     if max_norm is not None and max_norm > 0:
         scale = clip_scale(max_norm, total)
         for g in grads:
-            g.mul_(_per_seed(scale, g))
+            g.mul_(per_seed(scale, g))
     return total
 
 
@@ -510,7 +510,7 @@ def _seed_foreach(opt: FusedAdam, active: list[bool]) -> None:
     step_size = (group["lr"] / (1 - beta1 ** steps)).to(torch.float32)
     bias2_sqrt = (1 - beta2 ** steps).sqrt().to(torch.float32)
     step_size, bias2_sqrt = (t.to(params[0].device) for t in (step_size, bias2_sqrt))
-    foreach_adam_(params, grads, ms, vs, [_per_seed(step_size, m) for m in ms],
-                  [_per_seed(bias2_sqrt, v) for v in vs], group["betas"], group["eps"])
+    foreach_adam_(params, grads, ms, vs, [per_seed(step_size, m) for m in ms],
+                  [per_seed(bias2_sqrt, v) for v in vs], group["betas"], group["eps"])
     for (p0, m0, v0), p, m, v in zip(kept, params, ms, vs, strict=False):
         p[frozen], m[frozen], v[frozen] = p0, m0, v0

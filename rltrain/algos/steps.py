@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from rltrain.algos.base import grad_norm_step
-from rltrain.algos.optim import _per_seed, clip_scale, foreach_adam_, grad_norm, seed_grad_norms
+from rltrain.algos.optim import clip_scale, foreach_adam_, grad_norm, per_seed, seed_grad_norms
 
 Objective = Callable[..., tuple[torch.Tensor, Any]]
 """(the named trained things, in order) -> (the scalar to descend, what to return: detached)."""
@@ -194,6 +194,9 @@ class GraphSteps:
             group = "trained" if source in self.eager.trained else "frozen"
             soft_update_(list(self.tensors["frozen"][target].values()),
                          list(self.tensors[group][source].values()), tau)
+            buffers = list(self.eager.net(target).buffers())  # copied, as `polyak_update` does
+            if buffers:
+                torch._foreach_copy_(buffers, list(self.eager.net(source).buffers()))
 
 
 def clipped(grads: list[torch.Tensor], max_grad_norm: float | None,
@@ -204,7 +207,7 @@ def clipped(grads: list[torch.Tensor], max_grad_norm: float | None,
     if max_grad_norm is None or max_grad_norm <= 0:
         return grads, total
     scale = clip_scale(max_grad_norm, total)
-    return [g * (_per_seed(scale, g) if seeds else scale) for g in grads], total
+    return [g * (per_seed(scale, g) if seeds else scale) for g in grads], total
 
 
 def graph_adam_(optimizer: Any, params: list[torch.Tensor], grads: list[torch.Tensor],
@@ -224,8 +227,8 @@ def graph_adam_(optimizer: Any, params: list[torch.Tensor], grads: list[torch.Te
     step_size = lr.to(step) / (1 - beta1 ** step)
     bias2_sqrt = (1 - beta2 ** step).sqrt()
     if step.dim():
-        sizes = [_per_seed(step_size, m) for m in exp_avgs]
-        roots = [_per_seed(bias2_sqrt, v) for v in exp_avg_sqs]
+        sizes = [per_seed(step_size, m) for m in exp_avgs]
+        roots = [per_seed(bias2_sqrt, v) for v in exp_avg_sqs]
     else:
         sizes, roots = [step_size] * len(params), [bias2_sqrt] * len(params)
     foreach_adam_(params, grads, exp_avgs, exp_avg_sqs, sizes, roots, (beta1, beta2), eps)

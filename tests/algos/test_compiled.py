@@ -24,10 +24,11 @@ from rltrain.algos.configs.td3 import TD3Config
 from rltrain.algos.configs.tqc import TQCConfig
 from rltrain.algos.ddpg import DDPG
 from rltrain.algos.dqn import DQN
+from rltrain.algos.optim import adam
 from rltrain.algos.ppo import PPO
 from rltrain.algos.qrdqn import QRDQN
 from rltrain.algos.sac import SAC
-from rltrain.algos.steps import GraphSteps
+from rltrain.algos.steps import EagerSteps, GraphSteps, Trained
 from rltrain.algos.td3 import TD3
 from rltrain.algos.tqc import TQC
 from rltrain.config.compose import compose_train_config
@@ -214,3 +215,22 @@ def test_compile_takes_auto_true_or_false_and_refuses_the_rest():
     assert compose_train_config(["algo=sac"]).compile == "auto"
     with pytest.raises(Exception, match="compile='sometimes': choose auto, true or false"):
         compose_train_config(["algo=sac", "compile=sometimes"])
+
+
+def test_both_forms_blend_parameters_and_copy_buffers_in_a_target_update():
+    """`polyak`: θ' ← τ θ + (1 − τ) θ' on parameters; buffers (running statistics) copied."""
+    def net(value: float) -> torch.nn.Module:
+        module = torch.nn.Linear(2, 1)
+        torch.nn.init.constant_(module.weight, value)
+        module.register_buffer("seen", torch.tensor([value]))
+        return module
+
+    for form in ("eager", "graph"):
+        source, target = net(1.0), net(0.0)
+        steps = EagerSteps({"critic": Trained(source, adam(source.parameters(), 1e-3))},
+                           {"critic_target": target})
+        if form == "graph":
+            steps = GraphSteps(steps, steps.tensors())
+        steps.polyak("critic_target", "critic", 0.25)
+        assert torch.allclose(target.weight, torch.full((1, 2), 0.25)), form
+        assert target.seen.item() == 1.0, form
