@@ -110,7 +110,7 @@ def report(results: dict[str, dict[str, list[float]]], rounds: int, steps: int) 
     lines = [
         "# The compiled update against the eager one",
         "",
-        f"`python benchmarks/compiled_update.py` ({rounds} rounds, {steps} timed updates after 54 "
+        f"`python benchmarks/compiled_update.py` ({rounds} round{'s' if rounds > 1 else ''}, {steps} timed updates after 54 "
         "untimed, one thread, a synthetic batch; each form in a fresh process, interleaved). "
         "Medians. *compile*: the first updates' seconds, less the eager form's; *break-even*: "
         "the gradient steps whose saving pays the compile back.",

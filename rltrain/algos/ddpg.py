@@ -24,6 +24,11 @@ class DDPG(DeterministicActorCritic):
     """Deterministic actor, one critic, and their Polyak-averaged targets (what it shares with
     TD3: `off_policy_steps.DeterministicActorCritic`)."""
 
+    COMPILE_PAYS_AFTER = 50_000
+    """`compile=auto` from this many planned gradient steps: its compiled update took 0.67 of the
+    eager one's time at Pendulum's shapes, paying a cold compile back within ~41k steps
+    (benchmarks/results/compiled_update.md)."""
+
     def __init__(self, cfg: DDPGConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         super().__init__(cfg, spec, device, lambda net: QEnsemble(net, spec.action_dim, n=1))
 
