@@ -16,10 +16,12 @@ and the run goes on eagerly: nothing has changed by then, as a graph runs only o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +82,26 @@ def choose(mode: str, algo: Any, device: torch.device, planned_updates: int) -> 
 
 
 def use(algo: Any, cache_dir: str | Path | None = None) -> None:
-    """From the next update on, `algo.update` runs its `learn` compiled (`CompiledLearn`)."""
+    """From the next update on, `algo.update` runs its `learn` compiled (`CompiledLearn`), with
+    inductor's cache in `cache_dir` (default: `default_cache_dir()`)."""
     folder = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
+    algo.graph = CompiledLearn(algo, folder)
+
+
+@contextlib.contextmanager
+def _cache_in(folder: Path) -> Iterator[None]:
+    """Inductor's cache in `folder` for the block (it reads `TORCHINDUCTOR_CACHE_DIR` whenever it
+    compiles), the caller's variable given back after: a `train()` leaves the process as it was."""
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
-    algo.graph = CompiledLearn(algo)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
 
 
 class CompiledLearn:
@@ -93,8 +110,8 @@ class CompiledLearn:
     seed count is another). Called as `learn(*args)` without `steps`, as `algo.update` calls
     the eager one."""
 
-    def __init__(self, algo: Any):
-        self.algo = algo
+    def __init__(self, algo: Any, folder: Path):
+        self.algo, self.folder = algo, folder
         self.compiled = torch.compile(self._graph, fullgraph=True, dynamic=False)
         self.first = True
         self.compile_seconds = 0.0
@@ -104,14 +121,16 @@ class CompiledLearn:
         return self.algo.learn(GraphSteps(self.algo.steps, tensors), *args)
 
     def __call__(self, *args: Any) -> Any:
-        if not self.first:
-            return self.compiled(self.algo.steps.tensors(), *args)
+        if not self.first:  # a later call may compile another variant (TD3 without its actor)
+            with _cache_in(self.folder):
+                return self.compiled(self.algo.steps.tensors(), *args)
         self.first = False
         log.info("compile: compiling %s's update (once per shape and machine: later runs take "
                  "it from the cache)", type(self.algo).__name__)
         started = time.perf_counter()
         try:
-            out = self.compiled(self.algo.steps.tensors(), *args)
+            with _cache_in(self.folder):
+                out = self.compiled(self.algo.steps.tensors(), *args)
             self.compile_seconds = time.perf_counter() - started
             log.info("compile: compiled in %.1f s", self.compile_seconds)
             return out

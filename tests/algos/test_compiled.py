@@ -10,6 +10,7 @@ milliseconds; one runs the real compile (~20 s), and the slow ones compile every
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 import torch
@@ -138,11 +139,13 @@ def test_a_stale_draw_would_show():
 def test_the_compiled_update_trains_as_the_eager_one(tmp_path):
     """The real compile (inductor, a C++ build): DDPG, the smallest graph."""
     eager, fast = build("ddpg", None), build("ddpg", None)
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     compiled.use(fast, tmp_path / "cache")
     metrics = run(fast, None)
     assert fast.graph is not None, "the update fell back to eager"
     assert_same_training(eager, fast, run(eager, None), metrics)
     assert any((tmp_path / "cache").iterdir())  # inductor's code, for the next run
+    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") == before  # the caller's, given back
 
 
 @pytest.mark.slow
