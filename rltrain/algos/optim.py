@@ -98,6 +98,11 @@ class _LeanOptimizer:
                 state[name] = torch.zeros_like(p, memory_format=torch.preserve_format)
         return state
 
+    def state_for(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        """`p`'s state tensors (made, as before a first step, if it has none yet): what a
+        compiled update steps in place (`algos/steps.py`)."""
+        return self._state(p)
+
     def seed_state_dict(self, k: int) -> dict[str, Any]:
         """Seed k's state in a single run's `state_dict()` layout (seed batches only)."""
         params = self.param_groups[0]["params"]

@@ -76,8 +76,16 @@ def _params(value: nn.Module | torch.Tensor) -> list[torch.Tensor]:
 
 
 def _detached(aux: Any) -> Any:
-    return torch.utils._pytree.tree_map(
-        lambda t: t.detach() if isinstance(t, torch.Tensor) else t, aux)
+    """`aux` (a tensor, or tuples, lists and dicts of them) with every tensor detached."""
+    if isinstance(aux, torch.Tensor):
+        return aux.detach()
+    if isinstance(aux, tuple) and hasattr(aux, "_fields"):  # a NamedTuple
+        return type(aux)(*(_detached(x) for x in aux))
+    if isinstance(aux, tuple | list):
+        return type(aux)(_detached(x) for x in aux)
+    if isinstance(aux, dict):
+        return {k: _detached(v) for k, v in aux.items()}
+    return aux
 
 
 class EagerSteps:
@@ -130,7 +138,7 @@ class EagerSteps:
         adam = {}
         for name, t in self.trained.items():
             opt = t.optimizer
-            states = [opt._state(p) for p in self.params[name]]
+            states = [opt.state_for(p) for p in self.params[name]]
             counts = opt.steps if opt.seeds is not None else [s["step"] for s in states]
             adam[name] = ([s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
                           counts, torch.tensor(float(opt.param_groups[0]["lr"])))
