@@ -237,3 +237,45 @@ def test_both_forms_blend_parameters_and_copy_buffers_in_a_target_update():
         steps.polyak("critic_target", "critic", 0.25)
         assert torch.allclose(target.weight, torch.full((1, 2), 0.25)), form
         assert target.seen.item() == 1.0, form
+
+
+def test_the_traced_form_takes_encoders_as_the_eager_update():
+    """Networks with observation encoders run through `functional_call` alike: SAC on a Dict
+    observation (a vector entry and a categorical one, HER's shape of input), DQN on stacked
+    uint8 frames (the Nature CNN)."""
+    from rltrain.types import ObsEntry
+
+    goal = EnvSpec((), "box", 2, 1, obs_entries=(ObsEntry("observation", (4,)),
+                                                 ObsEntry("goal", (2,), obs_nvec=(3, 3))))
+    frames = EnvSpec((2, 36, 36), "discrete", 3, 1, pixels=True, frame_stack=2)
+    g = torch.Generator().manual_seed(0)
+
+    def dict_obs() -> dict[str, torch.Tensor]:
+        return {"observation": torch.randn(16, 4, generator=g),
+                "goal": torch.randint(0, 3, (16, 2), generator=g)}
+
+    def pixels() -> torch.Tensor:
+        return torch.randint(0, 256, (16, 2, 36, 36), generator=g, dtype=torch.uint8)
+
+    cases = [
+        (lambda: SAC(SACConfig(hidden_sizes=[16]), goal), dict_obs,
+         lambda: torch.rand(16, 2, generator=g) * 2 - 1),
+        (lambda: DQN(DQNConfig(hidden_sizes=[16]), frames), pixels,
+         lambda: torch.randint(0, 3, (16,), generator=g).float()),
+    ]
+    for make, obs, actions in cases:
+        torch.manual_seed(0)
+        eager = make()
+        torch.manual_seed(0)
+        traced = make()
+        traced_form(traced)
+        batches = [TransitionBatch(obs(), actions(), torch.randn(16, generator=g), obs(),
+                                   torch.zeros(16)) for _ in range(3)]
+        metrics = {}
+        for name, algo in (("eager", eager), ("traced", traced)):
+            rows = []
+            for i, batch in enumerate(batches):
+                torch.manual_seed(50 + i)
+                rows.append(algo.update(batch, i))
+            metrics[name] = rows
+        assert_same_training(eager, traced, metrics["eager"], metrics["traced"])
