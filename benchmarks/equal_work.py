@@ -56,7 +56,8 @@ ROWS: dict[str, tuple[int, dict[str, Any], list[str]]] = {
         "algo.lr=2.3e-3", "algo.batch_size=64", "algo.buffer_size=100000",
         "algo.learning_starts=1000", "algo.gamma=0.99", "algo.target_update_interval=10",
         "algo.train_freq=256", "algo.gradient_steps=128", "algo.exploration_steps=8000",
-        "algo.exploration_final_eps=0.04", "algo.hidden_sizes=[256,256]"]),
+        "algo.exploration_final_eps=0.04", "algo.hidden_sizes=[256,256]",
+        "algo.double_q=false"]),  # SB3's and SBX's DQN: no double-Q
 }
 SIDES = ("rltrain_eager", "rltrain_compiled", "sb3", "sbx")
 WARM = "rltrain_warm"

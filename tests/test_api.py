@@ -141,6 +141,28 @@ def test_a_run_gives_the_callers_torch_threads_back(threads, tmp_path):
         torch.set_num_threads(before)
 
 
+DENORMAL = 1e-39  # below float32's smallest normal (~1.18e-38)
+
+
+def flushed() -> bool:
+    """Whether this thread computes with denormals flushed to zero now."""
+    return bool((torch.tensor([DENORMAL]) * 1.0).item() == 0.0)
+
+
+@pytest.mark.parametrize("flush", [True, False])
+def test_a_run_trains_with_denormals_flushed_and_gives_the_mode_back(flush, tmp_path):
+    """`flush_denormal=true` (the default): Adam's moments of near-zero gradients were denormal
+    floats, ~10x slower on the CPU. The training loop runs flushed; the caller's thread is left
+    computing denormals as torch's default does."""
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush denormals")
+    seen = []
+    train([*TINY, f"flush_denormal={str(flush).lower()}"], run_dir=tmp_path / "run",
+          callbacks={"post_update": [lambda *_: seen.append(flushed())]})
+    assert seen and set(seen) == {flush}
+    assert not flushed()
+
+
 def test_a_callers_hydra_is_still_there_after_train(tmp_path):
     """train() cleared Hydra's global state: the caller's next hydra.compose failed with
     "GlobalHydra is not initialized"."""

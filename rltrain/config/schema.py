@@ -80,6 +80,11 @@ class TrainConfig:
     on-policy algorithms shorten their last rollout to fit."""
     torch_threads: int = 1
     """torch intra-op threads (0 keeps torch's default). Small MLPs run fastest with 1."""
+    flush_denormal: bool = True
+    """Flush denormal floats (below ~1.2e-38) to zero on the CPU while training, as JAX does.
+    Adam's moments of near-zero gradients otherwise fall into denormals, which the CPU computes
+    ~10x slower: DQN's Adam step on CartPole took 0.65 ms instead of ~0.06 ms. Applies to the
+    training thread (all of torch's work with `torch_threads=1`)."""
     compile: str = "auto"
     """Each gradient step as one compiled graph (torch.compile; SAC, TQC, TD3, DDPG, DQN and
     QR-DQN): `auto` (where the run plans at least 50,000 gradient steps, which pay back the

@@ -12,8 +12,9 @@ from rltrain.envs.trust import named_code, require_named
 from rltrain.errors import UserError
 
 # Overrides that may change when resuming: budgets, logging, evaluation and checkpoint cadence,
-# and how the update runs (compiled or not: the same math within rounding).
-RESUMABLE = ("total_timesteps", "progress", "device", "torch_threads", "compile",
+# and how the update runs (compiled or not, denormals flushed or not: the same math within
+# rounding).
+RESUMABLE = ("total_timesteps", "progress", "device", "torch_threads", "flush_denormal", "compile",
              "compile_cache", "logger", "eval", "checkpoint", "resume", "hydra")
 SCHEDULE = ("algo.lr_decay_steps", "algo.lr_final")
 """The off-policy learning-rate schedule, which may change with the budget when resuming (the

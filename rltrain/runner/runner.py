@@ -175,7 +175,7 @@ class Runner:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         lock = run_lock(self.run_dir) if self.main else contextlib.nullcontext()
         with lock, self.stopper, disk_full_is_one_line(self.resume_target, self.cfg.env), \
-                torch_threads(self.cfg.torch_threads):
+                torch_threads(self.cfg.torch_threads, self.cfg.flush_denormal):
             self._open_outputs()
             self.background_evals.start()
             try:

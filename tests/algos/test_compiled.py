@@ -148,6 +148,67 @@ def test_the_compiled_update_trains_as_the_eager_one(tmp_path):
     assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") == before  # the caller's, given back
 
 
+class Scaler:
+    """The least an algorithm `CompiledLearn` compiles: `learn(steps, x, double)` reads one
+    tensor of its own (`steps.tensors()`) and takes a Python flag."""
+
+    def __init__(self):
+        self.graph = None
+        self.steps = self
+        self.weight = torch.tensor(3.0)
+
+    def tensors(self):
+        return {"weight": self.weight}
+
+    def learn(self, steps, x, double):
+        w = steps.tensors["weight"]
+        return x * w * 2 if double else x * w
+
+
+def test_a_compiled_update_takes_a_new_graph_for_each_new_signature(tmp_path):
+    """Calls of a signature seen before skip dynamo's guards; a new flag value or a new shape
+    must still get its own graph, not the first one's (the unsafe mode's failure: silently
+    the wrong graph), and the algorithm's own tensors are read as they are now."""
+    algo = Scaler()
+    compiled.use(algo, tmp_path / "cache")
+    ones = torch.ones(3)
+    calls = [(ones, False, 3.0), (ones, False, 3.0), (ones, True, 6.0), (ones, False, 3.0),
+             (torch.ones(4), False, 3.0), (ones, True, 6.0)]
+    for x, double, value in calls:
+        assert torch.equal(algo.graph(x, double), torch.full_like(x, value)), (x.shape, double)
+    algo.weight.fill_(5.0)  # changed in place, as an optimizer step changes parameters
+    assert torch.equal(algo.graph(ones, True), torch.full((3,), 10.0))
+    assert algo.graph is not None and len(algo.graph.seen) == 3
+
+
+def test_runs_after_the_eighth_in_one_process_still_compile(tmp_path):
+    """Dynamo keeps graphs on a function's code object, at most 8: with one shared function
+    the graphs of a sweep's or a test suite's earlier runs (other shapes, other algorithms)
+    used the room up, and later runs fell back to eager."""
+    for k in range(10):
+        algo = Scaler()
+        compiled.use(algo, tmp_path / "cache")
+        x = torch.ones(k + 2)  # a shape of its own: a graph of its own
+        assert torch.equal(algo.graph(x, False), torch.full_like(x, 3.0))
+        assert algo.graph is not None, f"run {k + 1} fell back to eager"
+
+
+@pytest.mark.parametrize("a,b", [
+    ((torch.ones(3), True), (torch.ones(3), False)),
+    ((torch.ones(3),), (torch.ones(4),)),
+    ((torch.ones(3),), (torch.ones(3, dtype=torch.float64),)),
+    ((torch.ones(3),), (torch.ones(3, requires_grad=True),)),
+    ((TransitionBatch(*[torch.ones(2)] * 5),), (TransitionBatch(*[torch.ones(2)] * 4,
+                                                                torch.ones(3)),)),
+    (({"a": torch.ones(2)},), ({"b": torch.ones(2)},)),
+    ((None,), ((),)),
+], ids=["flag", "shape", "dtype", "grad", "batch_field", "dict_key", "none_or_empty"])
+def test_the_signature_tells_apart_what_a_graph_is_made_for(a, b):
+    assert compiled.signature(a) != compiled.signature(b)
+    assert compiled.signature(a) == compiled.signature(tuple(
+        x.clone() if isinstance(x, torch.Tensor) else x for x in a))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seeds", [None, 2], ids=["single", "batch_of_2"])
 @pytest.mark.parametrize("name", ["sac", "tqc", "td3", "dqn", "qrdqn"])
