@@ -46,6 +46,7 @@ def one(case: str, form: str, steps: int, cache: str) -> dict[str, float]:
     import torch
 
     torch.set_num_threads(1)
+    torch.set_flush_denormal(True)  # as a run trains (`flush_denormal=true`, the default)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     from rltrain.algos import compiled
     from rltrain.types import EnvSpec, TransitionBatch

@@ -120,7 +120,7 @@ TASKS: dict[tuple[str, str], Task] = {
                    "equal settings); no lighter preset measured"),
     ("tqc", "Hopper-v5"): Task(100_000, 1000.0, beat_sb3=True, preset="tqc_hopper",
         note="rltrain's seed 0 with the eager update beside other jobs, seeds 1-2 compiled "
-             "(compile=auto, 2026-11-28); SB3-contrib's seed 2 not run",
+             "(compile=auto, 2026-11-28); medians 45% apart over 3 seeds: not yet 5 seeds",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings)"),
     ("tqc", "HalfCheetah-v5"): Task(100_000, 3000.0, beat_sb3=True, preset="tqc_halfcheetah",

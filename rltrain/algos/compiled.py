@@ -129,6 +129,8 @@ class CompiledLearn:
         """The signatures of the arguments of the calls so far (each compiled)."""
         self.compile_seconds = 0.0
         """What the first call took (the compile and one update), for benchmarks."""
+        self.untaken = 0.0
+        """Seconds spent compiling (every variant's) not yet taken by `take_compile_seconds`."""
 
     def __call__(self, *args: Any) -> Any:
         key = signature(args)
@@ -150,10 +152,21 @@ class CompiledLearn:
             self.algo.graph = None
             return self.algo.learn(self.algo.steps, *args)
         self.seen.add(key)
+        self.untaken += time.perf_counter() - started
         if first:
             self.compile_seconds = time.perf_counter() - started
             log.info("compile: compiled in %.1f s", self.compile_seconds)
         return out
+
+
+def take_compile_seconds(algo: Any) -> float:
+    """The seconds `algo`'s compiled update spent compiling that no one has taken yet (0.0
+    for an eager update): a one-off pause the progress leaves out of its speed."""
+    graph = getattr(algo, "graph", None)
+    if not isinstance(graph, CompiledLearn):
+        return 0.0
+    seconds, graph.untaken = graph.untaken, 0.0
+    return seconds
 
 
 def graph_of_learn(algo: Any, tensors: dict[str, Any], *args: Any) -> Any:

@@ -57,6 +57,8 @@ class RunStatus:
         self.total, self.num_envs, self.timer = total, num_envs, timer
         self.step, self.episode_return = start, None
         self._t0, self._step0 = time.perf_counter(), start
+        self.paused = 0.0
+        """Seconds of one-off pauses left out of the speed (`exclude`)."""
         self.last_eval: tuple[float, float, int, float] | None = None  # mean, std, step, when
         self.best = best
 
@@ -65,9 +67,15 @@ class RunStatus:
         return time.perf_counter() - self._t0
 
     def sps(self, step: int | None = None) -> float:
-        """Mean env steps per second since the start (of this process)."""
+        """Mean env steps per second since the start (of this process), one-off pauses left
+        out: the speed the rest of the run will go at."""
         step = self.step if step is None else step
-        return (step - self._step0) / max(self.elapsed(), 1e-9)
+        return (step - self._step0) / max(self.elapsed() - self.paused, 1e-9)
+
+    def exclude(self, seconds: float) -> None:
+        """Leave a one-off pause of `seconds` out of the speed and the ETA (the update's first
+        compile: right after a 25 s compile, the ETA read three hours for a run of minutes)."""
+        self.paused += max(0.0, seconds)
 
     def eta(self) -> float:
         """Seconds left at the current mean speed (NaN before the first step)."""

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rltrain.algos import compiled
 from rltrain.checkpoint import format as checkpoint
 from rltrain.checkpoint.run_dir import RunDir
 from rltrain.config.registry import check_action_space, get_algo_spec
@@ -301,6 +302,7 @@ class Runner:
         if self.schedule.due_log(step) and self.main:
             with self.timer("log"):
                 self.loggers.log(self._train_metrics(step), step)
+        self.progress.status.exclude(compiled.take_compile_seconds(self.algo))
         self.progress.update(step, self.episodes.mean_return)
         self.background_evals.collect()
         if self.schedule.due_eval(step):

@@ -179,6 +179,10 @@ def test_a_compiled_update_takes_a_new_graph_for_each_new_signature(tmp_path):
     algo.weight.fill_(5.0)  # changed in place, as an optimizer step changes parameters
     assert torch.equal(algo.graph(ones, True), torch.full((3,), 10.0))
     assert algo.graph is not None and len(algo.graph.seen) == 3
+    # the three compiles' seconds, once, for the progress to leave out of its speed
+    assert compiled.take_compile_seconds(algo) > 0.0
+    assert compiled.take_compile_seconds(algo) == 0.0
+    assert compiled.take_compile_seconds(build("sac", None)) == 0.0  # eager
 
 
 def test_runs_after_the_eighth_in_one_process_still_compile(tmp_path):

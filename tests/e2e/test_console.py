@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -76,6 +77,19 @@ def test_off_a_terminal_a_plain_line_is_logged_every_interval(caplog, capsys):
     assert len(lines) == 1 and lines[0].startswith("step 1,000/1,000 (100%) · "), lines
     assert "4 envs · return 2.5" in lines[0]
     assert "━" not in capsys.readouterr().out
+
+
+def test_a_compile_is_left_out_of_the_speed_and_the_eta(monkeypatch):
+    """A 25 s first compile 5 s into a run made the mean speed, and the ETA with it, read
+    several times too slow right after it."""
+    now = [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    status = RunStatus(total=10_000)
+    now[0], status.step = 30.0, 5_000  # 5 s of steps at 1,000/s, then the 25 s compile
+    assert status.eta() == pytest.approx(30.0)
+    status.exclude(25.0)
+    assert status.sps() == pytest.approx(1_000.0)
+    assert status.eta() == pytest.approx(5.0)
 
 
 def test_no_evaluation_and_no_best_yet_say_so():
