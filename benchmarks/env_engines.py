@@ -5,6 +5,11 @@ to back in one process on this machine. `env.backend=auto` follows this table
 
     python benchmarks/env_engines.py                      # everything (~15 min on 2 cores)
     python benchmarks/env_engines.py --families CartPole --envs 1 8 --no-ppo --seconds 1
+    python benchmarks/env_engines.py --load --envs 8 16 32 64 --ppo-envs 8 16 32 64 --merge
+
+`--load`: every cell is measured twice, back to back: on the machine as it is, and with
+another process busy on one core (`busy_core`, a Python loop: a second job, a sweep's other
+trial), which EnvPool's worker threads must share; they go to `random_load` and `ppo_load`.
 
 Random actions: `make_env(env.backend=<engine>)` stepped with actions drawn before the clock
 starts. Breakout adds the raw C++ engines without rltrain's adapter (ale-py's
@@ -18,11 +23,14 @@ and .md after every cell (an interrupted run keeps what it measured).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +43,21 @@ ENGINES = ("gymnasium", "envpool")
 PPO_STEPS = {"CartPole": 32768, "LunarLander": 32768, "Hopper": 16384, "HalfCheetah": 16384,
              "Breakout": 4096}
 """Env steps of each end-to-end PPO cell (~10-30 s on 2 cores)."""
+
+
+@contextlib.contextmanager
+def busy_core(on: bool = True) -> Iterator[None]:
+    """Another process busy on one core for the block (nothing when `on` is False)."""
+    if not on:
+        yield
+        return
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    time.sleep(0.5)  # running before the clock starts
+    try:
+        yield
+    finally:
+        burner.kill()
+        burner.wait()
 
 
 def _rate(step, num_envs: int, seconds: float) -> float:
@@ -123,31 +146,40 @@ def ppo_rate(family: str, engine: str, n: int) -> float | None:
 
 
 def derive_choice(results: dict[str, Any]) -> tuple[dict[str, int], dict[str, float]]:
-    """What `env.backend=auto` should follow (`engines/choice.py`), from the random-action
-    table: per kind (classic, box2d, mujoco), the smallest env count from which EnvPool is
-    faster than gymnasium at every measured count, for every env of that kind; and its
-    smallest ratio there (one decimal)."""
+    """What `env.backend=auto` should follow (`engines/choice.py`): per kind (classic, box2d,
+    mujoco), the smallest env count from which EnvPool is faster than gymnasium at every
+    measured count, in every table that decides, for every env of that kind; and its smallest
+    ratio there (one decimal). The tables that decide: training end to end (`ppo`), and under
+    load (`ppo_load`) where it was measured; the random-action table where no PPO was."""
+    parts = [part for part in ("ppo", "ppo_load") if results.get(part)] or ["random"]
     faster_from: dict[str, int] = {}
+    for family, (_, kind) in FAMILIES.items():
+        if kind == "atari":
+            continue
+        starts = [_faster_from(results[part].get(family, {})) for part in parts]
+        if all(start is None for start in starts) and not any(
+                results[part].get(family) for part in parts):
+            continue  # not measured
+        start = None if None in starts else max(starts)
+        faster_from[kind] = max(faster_from.get(kind, 0), 1 << 62 if start is None else start)
     measured: dict[str, float] = {}
     for family, (_, kind) in FAMILIES.items():
-        cells = results["random"].get(family, {})
-        gym_rates, pool = cells.get("gymnasium", {}), cells.get("envpool", {})
-        counts = sorted(int(n) for n in gym_rates if gym_rates[n] and pool.get(n))
-        if kind == "atari" or not counts:
-            continue
-        wins = [n for n in counts if all(pool[str(m)] > gym_rates[str(m)] for m in counts if m >= n)]
-        start = min(wins) if wins else None
-        if start is None:
-            faster_from[kind] = 1 << 62
-            continue
-        faster_from[kind] = max(faster_from.get(kind, 0), start)
-    for family, (_, kind) in FAMILIES.items():
-        cells = results["random"].get(family, {})
         n = str(faster_from.get(kind, 0))
-        if kind in faster_from and n in cells.get("envpool", {}):
-            ratio = cells["envpool"][n] / cells["gymnasium"][n]
-            measured[kind] = min(measured.get(kind, ratio), ratio)
+        for part in parts:
+            cells = results[part].get(family, {})
+            if kind in faster_from and cells.get("envpool", {}).get(n):
+                ratio = cells["envpool"][n] / cells["gymnasium"][n]
+                measured[kind] = min(measured.get(kind, ratio), ratio)
     return faster_from, {k: round(v, 1) for k, v in measured.items()}
+
+
+def _faster_from(cells: dict[str, Any]) -> int | None:
+    """The smallest env count from which EnvPool beat gymnasium at every measured count of
+    `cells` (engine -> count -> steps/s); None where it never did, or nothing was measured."""
+    gym_rates, pool = cells.get("gymnasium", {}), cells.get("envpool", {})
+    counts = sorted(int(n) for n in gym_rates if gym_rates[n] and pool.get(n))
+    wins = [n for n in counts if all(pool[str(m)] > gym_rates[str(m)] for m in counts if m >= n)]
+    return min(wins) if wins else None
 
 
 def write(results: dict[str, Any], out: Path) -> None:
@@ -158,8 +190,10 @@ def write(results: dict[str, Any], out: Path) -> None:
              "Random actions through rltrain's VecEnv; \"(raw)\": the engine alone. PPO: the "
              "training loop end to end (rollout ~2048 steps, evaluation off). Ratio: EnvPool "
              "(or the best C++ engine) over gymnasium.", ""]
-    for part, title in (("random", "Random actions"), ("ppo", "End to end under PPO")):
-        rows = results[part]
+    for part, title in (("random", "Random actions"), ("random_load", "Random actions, "
+                         "another process busy on one core"), ("ppo", "End to end under PPO"),
+                        ("ppo_load", "End to end under PPO, another process busy on one core")):
+        rows = results.get(part, {})
         counts = sorted({int(n) for cells in rows.values() for e in cells.values() for n in e})
         if not counts:
             continue
@@ -184,9 +218,10 @@ def write(results: dict[str, Any], out: Path) -> None:
     if faster_from:
         lines += ["## What `env.backend=auto` follows", "",
                   "EnvPool from this many envs on (faster at every measured count from there, "
-                  "for every env of the kind; `rltrain/envs/engines/choice.py`), for the ids whose "
-                  "EnvPool env is checked equal to gymnasium's (`rltrain/envs/engines/twins.py`: "
-                  "no Box2D id):", ""]
+                  "for every env of the kind, end to end under PPO on the machine as it was and "
+                  "with another process busy on one core; `rltrain/envs/engines/choice.py`), for "
+                  "the ids whose EnvPool env is checked equal to gymnasium's "
+                  "(`rltrain/envs/engines/twins.py`: no Box2D id):", ""]
         lines += [f"- {kind}: {'never' if n >= 1 << 62 else f'{n} envs ({measured[kind]}x)'}"
                   for kind, n in faster_from.items()]
         lines.append("")
@@ -202,6 +237,8 @@ def main() -> None:
     parser.add_argument("--no-ppo", action="store_true")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--load", action="store_true",
+                        help="measure every cell also with another process busy on one core")
     parser.add_argument("--merge", action="store_true",
                         help="keep the cells of the existing results file that this run does not "
                              "measure (e.g. re-measure random actions, keep the PPO cells)")
@@ -214,35 +251,44 @@ def main() -> None:
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                    f"Python {sys.version.split()[0]}, torch {torch.__version__}, "
                    f"{args.threads} torch thread(s)",
-        "date": time.strftime("%Y-%m-%d"), "random": {}, "ppo": {}}
+        "date": time.strftime("%Y-%m-%d"), "random": {}, "ppo": {}, "random_load": {},
+        "ppo_load": {}}
     saved = out / "env_engines.json"
     if args.merge and saved.is_file():
         old = json.loads(saved.read_text())
-        results["random"], results["ppo"] = old.get("random", {}), old.get("ppo", {})
+        for part in ("random", "ppo", "random_load", "ppo_load"):
+            results[part] = old.get(part, {})
+    settings = [("", False)] + ([("_load", True)] if args.load else [])
     for family in args.families:
         env_id, kind = FAMILIES[family]
-        cells = results["random"][family] = {}  # this run's cells of it replace the saved ones
+        for suffix, _ in settings:  # this run's cells of it replace the saved ones
+            results["random" + suffix][family] = {}
         engines = list(ENGINES) + (["ale-py AtariVectorEnv (raw)", "envpool Breakout-v5 (raw)"]
                                    if kind == "atari" else [])
         for n in args.envs:
             for engine in engines:
-                rate = (raw_atari_rate(engine, n, args.seconds) if "(raw)" in engine
-                        else random_rate(env_id, engine, n, args.seconds))
-                cells.setdefault(engine, {})[str(n)] = rate
-                print(f"random {family:12s} {engine:30s} {n:3d} envs: "
-                      f"{'-' if rate is None else f'{rate:,.0f}'} steps/s", flush=True)
-                write(results, out)
+                for suffix, loaded in settings:  # back to back: the same machine state
+                    with busy_core(loaded):
+                        rate = (raw_atari_rate(engine, n, args.seconds) if "(raw)" in engine
+                                else random_rate(env_id, engine, n, args.seconds))
+                    results["random" + suffix][family].setdefault(engine, {})[str(n)] = rate
+                    print(f"random{suffix:5s} {family:12s} {engine:30s} {n:3d} envs: "
+                          f"{'-' if rate is None else f'{rate:,.0f}'} steps/s", flush=True)
+                    write(results, out)
     if args.no_ppo:
         return
     for family in args.families:
-        cells = results["ppo"][family] = {}
+        for suffix, _ in settings:
+            results["ppo" + suffix][family] = {}
         for n in args.ppo_envs:
             for engine in ENGINES:
-                rate = ppo_rate(family, engine, n)
-                cells.setdefault(engine, {})[str(n)] = rate
-                print(f"ppo    {family:12s} {engine:30s} {n:3d} envs: "
-                      f"{'-' if rate is None else f'{rate:,.0f}'} steps/s", flush=True)
-                write(results, out)
+                for suffix, loaded in settings:
+                    with busy_core(loaded):
+                        rate = ppo_rate(family, engine, n)
+                    results["ppo" + suffix][family].setdefault(engine, {})[str(n)] = rate
+                    print(f"ppo{suffix:8s} {family:12s} {engine:30s} {n:3d} envs: "
+                          f"{'-' if rate is None else f'{rate:,.0f}'} steps/s", flush=True)
+                    write(results, out)
 
 
 if __name__ == "__main__":
