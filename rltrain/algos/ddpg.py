@@ -25,8 +25,8 @@ class DDPG(DeterministicActorCritic):
     TD3: `off_policy_steps.DeterministicActorCritic`)."""
 
     COMPILE_PAYS_AFTER = 50_000
-    """`compile=auto` from this many planned gradient steps: its compiled update took 0.67 of the
-    eager one's time at Pendulum's shapes, paying a cold compile back within ~41k steps
+    """`compile=auto` from this many planned gradient steps: its compiled update took 0.38 of the
+    eager one's time at Pendulum's shapes, paying a cold compile back within ~21k steps
     (benchmarks/results/compiled_update.md)."""
 
     def __init__(self, cfg: DDPGConfig, spec: EnvSpec, device: torch.device | str = "cpu"):

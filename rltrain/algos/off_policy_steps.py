@@ -215,10 +215,10 @@ class DeterministicActorCritic:
              "critic_optimizer")
     COUNTERS: tuple[str, ...] = ()
     """What its `state_dict` holds besides `STATE`: counts the seeds of a batch share."""
-    COMPILE_PAYS_AFTER = 250_000
-    """`compile=auto` from this many planned gradient steps: TD3's compiled update saved only
-    ~12% of an already short step at Pendulum's shapes, paying a cold compile back after ~240k
-    steps (benchmarks/results/compiled_update.md)."""
+    COMPILE_PAYS_AFTER = 100_000
+    """`compile=auto` from this many planned gradient steps: TD3's compiled update took 0.51 of
+    an already short step at Pendulum's shapes (0.88 at Hopper's 400x300), paying a cold compile
+    back after ~29-44k steps (benchmarks/results/compiled_update.md)."""
 
     def __init__(self, cfg: Any, spec: EnvSpec, device: torch.device | str,
                  critic: Callable[[NetSpec], nn.Module]):

@@ -63,10 +63,10 @@ class QRDQN(DQN):
     own network, optimizer ε, target and loss."""
 
     cfg: QRDQNConfig
-    COMPILE_PAYS_AFTER = 10_000
+    COMPILE_PAYS_AFTER = 25_000
     """`compile=auto` from this many planned gradient steps: the quantile loss's pairs fuse into
-    one kernel, 1.8 ms a step against 4.7 eager at CartPole's shapes, paying a cold compile back
-    within ~9k steps (benchmarks/results/compiled_update.md)."""
+    one kernel, 1.4 ms a step against 2.9 eager at CartPole's shapes, paying a cold compile back
+    within ~12k steps (benchmarks/results/compiled_update.md)."""
 
     def __init__(self, cfg: QRDQNConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         if spec.action_kind != "discrete":

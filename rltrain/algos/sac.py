@@ -46,9 +46,9 @@ class SAC:
              "alpha_optimizer")
     """The networks and optimizers `state_dict()` holds (besides log α and the counters)."""
     COMPILE_PAYS_AFTER = 50_000
-    """`compile=auto` from this many planned gradient steps: the compiled update took about half
-    the eager one's time at the presets' shapes, paying a cold compile back within ~12-20k steps
-    (benchmarks/results/compiled_update.md)."""
+    """`compile=auto` from this many planned gradient steps: the compiled update took 0.35-0.67
+    of the eager one's time at the presets' shapes, paying a cold compile back within ~10-21k
+    steps (benchmarks/results/compiled_update.md)."""
 
     def __init__(self, cfg: SACConfig, spec: EnvSpec, device: torch.device | str = "cpu"):
         self.cfg, self.spec, self.device = cfg, spec, torch.device(device)

@@ -41,8 +41,8 @@ class TQC(SAC):
 
     cfg: TQCConfig
     COMPILE_PAYS_AFTER = 10_000
-    """`compile=auto` from this many planned gradient steps: its compiled update saved ~13 ms of
-    ~29 at Hopper's shapes, paying a cold compile back within ~4k steps
+    """`compile=auto` from this many planned gradient steps: its compiled update saved ~5.8 ms of
+    ~12.6 at Hopper's shapes, paying a cold compile back within ~5k steps
     (benchmarks/results/compiled_update.md)."""
 
     def make_critic(self, spec: NetSpec) -> nn.Module:

@@ -87,8 +87,9 @@ class TrainConfig:
     training thread (all of torch's work with `torch_threads=1`)."""
     compile: str = "auto"
     """Each gradient step as one compiled graph (torch.compile; SAC, TQC, TD3, DDPG, DQN and
-    QR-DQN): `auto` (where the run plans at least 50,000 gradient steps, which pay back the
-    first compile), `true` or `false`. Results match the eager update within float rounding."""
+    QR-DQN): `auto` (where the run plans enough gradient steps to pay the first compile back:
+    10k for TQC, 25k QR-DQN, 50k SAC and DDPG, 100k TD3 and DQN), `true` or `false`. Results
+    match the eager update within float rounding."""
     compile_cache: str | None = None
     """Folder where compiled updates are kept for later runs of the same shapes (default:
     `$TORCHINDUCTOR_CACHE_DIR`, else `~/.cache/rltrain/inductor`)."""

@@ -256,6 +256,18 @@ def test_auto_compiles_where_the_run_is_long_enough(mode, planned, on, says):
     assert compiled.choose(mode, build("sac", None), CPU, planned)[1].startswith(says)
 
 
+def test_auto_follows_each_algorithms_break_even():
+    dqn = build("dqn", None)
+    assert compiled.choose("auto", dqn, CPU, 99_999)[0] is False
+    assert compiled.choose("auto", dqn, CPU, 100_000)[0] is True
+    assert compiled.choose("auto", build("tqc", None), CPU, 10_000)[0] is True
+    dqn.COMPILE_PAYS_AFTER = None  # an update that never pays back its compile here
+    assert compiled.choose("auto", dqn, CPU, 10**9) == (False, (
+        "compile=auto: DQN's update gains too little here to pay back a compile; compile=true "
+        "compiles it"))
+    assert compiled.choose("true", dqn, CPU, 10)[0] is True
+
+
 def test_what_cannot_compile_runs_eagerly_and_says_why(monkeypatch):
     ppo = PPO(PPOConfig(hidden_sizes=[8]), EnvSpec((3,), "discrete", 2, 1))
     assert compiled.choose("true", ppo, CPU, 10**6) == (False, "PPO has no compiled update yet")
