@@ -145,40 +145,53 @@ def ppo_rate(family: str, engine: str, n: int) -> float | None:
         return steps / wall
 
 
+MARGIN = 1.05
+"""EnvPool counts as faster where its steps/s are at least this many times gymnasium's: the same
+gymnasium cell measured twice, back to back, differed by up to 6% (PPO Hopper, 16 envs)."""
+NEVER = 1 << 62
+
+
 def derive_choice(results: dict[str, Any]) -> tuple[dict[str, int], dict[str, float]]:
-    """What `env.backend=auto` should follow (`engines/choice.py`): per kind (classic, box2d,
-    mujoco), the smallest env count from which EnvPool is faster than gymnasium at every
-    measured count, in every table that decides, for every env of that kind; and its smallest
-    ratio there (one decimal). The tables that decide: training end to end (`ppo`), and under
-    load (`ppo_load`) where it was measured; the random-action table where no PPO was."""
+    """What `env.backend=auto` should follow (`engines/choice.py`): per measured env id, the
+    smallest env count from which EnvPool is faster than gymnasium (by `MARGIN`) at every
+    measured count, in every table that decides; per kind (classic, box2d, mujoco), for its ids
+    not measured, the latest of its measured ids' (`NEVER` if one never was); and the smallest
+    ratio at each start (one decimal). The tables that decide: training end to end (`ppo`) and
+    under load (`ppo_load`) where measured; the random-action table where no PPO was."""
     parts = [part for part in ("ppo", "ppo_load") if results.get(part)] or ["random"]
     faster_from: dict[str, int] = {}
-    for family, (_, kind) in FAMILIES.items():
-        if kind == "atari":
-            continue
-        starts = [_faster_from(results[part].get(family, {})) for part in parts]
-        if all(start is None for start in starts) and not any(
-                results[part].get(family) for part in parts):
-            continue  # not measured
-        start = None if None in starts else max(starts)
-        faster_from[kind] = max(faster_from.get(kind, 0), 1 << 62 if start is None else start)
     measured: dict[str, float] = {}
-    for family, (_, kind) in FAMILIES.items():
-        n = str(faster_from.get(kind, 0))
-        for part in parts:
-            cells = results[part].get(family, {})
-            if kind in faster_from and cells.get("envpool", {}).get(n):
-                ratio = cells["envpool"][n] / cells["gymnasium"][n]
-                measured[kind] = min(measured.get(kind, ratio), ratio)
+    for family, (env_id, kind) in FAMILIES.items():
+        tables = [results[part].get(family, {}) for part in parts]
+        if kind == "atari" or not any(tables):
+            continue
+        starts = [_faster_from(cells) for cells in tables]
+        start = NEVER if None in starts else max(starts)
+        faster_from[env_id] = start
+        faster_from[kind] = max(faster_from.get(kind, 0), start)
+        if start < NEVER:
+            measured[env_id] = min(cells["envpool"][str(start)] / cells["gymnasium"][str(start)]
+                                   for cells in tables)
+    for family, (env_id, kind) in FAMILIES.items():
+        if env_id in measured and faster_from[kind] < NEVER:
+            ratio = _ratio_at(results, parts, family, faster_from[kind])
+            measured[kind] = min(measured.get(kind, ratio), ratio)
     return faster_from, {k: round(v, 1) for k, v in measured.items()}
 
 
+def _ratio_at(results: dict[str, Any], parts: list[str], family: str, n: int) -> float:
+    """EnvPool's smallest steps/s ratio to gymnasium's for `family` at `n` envs in `parts`."""
+    return min(results[part][family]["envpool"][str(n)] / results[part][family]["gymnasium"][str(n)]
+               for part in parts)
+
+
 def _faster_from(cells: dict[str, Any]) -> int | None:
-    """The smallest env count from which EnvPool beat gymnasium at every measured count of
-    `cells` (engine -> count -> steps/s); None where it never did, or nothing was measured."""
+    """The smallest env count from which EnvPool beat gymnasium by `MARGIN` at every measured
+    count of `cells` (engine -> count -> steps/s); None where it never did."""
     gym_rates, pool = cells.get("gymnasium", {}), cells.get("envpool", {})
     counts = sorted(int(n) for n in gym_rates if gym_rates[n] and pool.get(n))
-    wins = [n for n in counts if all(pool[str(m)] > gym_rates[str(m)] for m in counts if m >= n)]
+    wins = [n for n in counts if all(pool[str(m)] >= MARGIN * gym_rates[str(m)]
+                                     for m in counts if m >= n)]
     return min(wins) if wins else None
 
 
@@ -209,7 +222,7 @@ def write(results: dict[str, Any], out: Path) -> None:
                     if rate is None:
                         shown.append("–")
                         continue
-                    ratio = (f" ({rate / base[str(n)]:.1f}x)" if engine != "gymnasium"
+                    ratio = (f" ({rate / base[str(n)]:.2f}x)" if engine != "gymnasium"
                              and base.get(str(n)) else "")
                     shown.append(f"{rate / 1000:.1f}k{ratio}")
                 lines.append(f"| {family} | {engine} | " + " | ".join(shown) + " |")
@@ -217,13 +230,14 @@ def write(results: dict[str, Any], out: Path) -> None:
     faster_from, measured = derive_choice(results)
     if faster_from:
         lines += ["## What `env.backend=auto` follows", "",
-                  "EnvPool from this many envs on (faster at every measured count from there, "
-                  "for every env of the kind, end to end under PPO on the machine as it was and "
-                  "with another process busy on one core; `rltrain/envs/engines/choice.py`), for "
-                  "the ids whose EnvPool env is checked equal to gymnasium's "
-                  "(`rltrain/envs/engines/twins.py`: no Box2D id):", ""]
-        lines += [f"- {kind}: {'never' if n >= 1 << 62 else f'{n} envs ({measured[kind]}x)'}"
-                  for kind, n in faster_from.items()]
+                  f"EnvPool from this many envs on: at least {MARGIN:.2f}x gymnasium's steps/s "
+                  "at every measured count from there, end to end under PPO, on the machine as "
+                  "it was and with another process busy on one core. An id not measured follows "
+                  "its kind's line, the latest of the kind's measured ids "
+                  "(`rltrain/envs/engines/choice.py`); only ids whose EnvPool env is checked "
+                  "equal to gymnasium's (`rltrain/envs/engines/twins.py`: no Box2D id):", ""]
+        lines += [f"- {key}: {'never' if n >= NEVER else f'{n} envs ({measured[key]}x)'}"
+                  for key, n in faster_from.items()]
         lines.append("")
     (out / "env_engines.md").write_text("\n".join(lines))
 

@@ -2,13 +2,18 @@
 machine (`benchmarks/env_engines.py` -> benchmarks/results/env_engines.md; a test keeps
 `FASTER_FROM` equal to that table).
 
-EnvPool is faster than gymnasium's sync vector env from some env count on, which depends on the
-family (2026-11-27, through rltrain's adapter: one env, gymnasium is 1.6-2.8x faster for every
-family; EnvPool from 8 MuJoCo envs, 16 Box2D, 32 classic-control, up to 3x at 64). `auto` takes
-EnvPool where the table says it is faster, the id's EnvPool env is checked equal to gymnasium's
-(`twins.TWINS`: no Box2D id is) and it can honour the run (no wrappers, kwargs or imports), else
-gymnasium; a user's env always steps with gymnasium. So a run's training and evaluation envs,
-chosen apart (the evaluation has fewer envs), are the same env whichever engine steps each.
+Through rltrain's adapter EnvPool steps random actions faster than gymnasium's sync vector env
+from some env count on (2026-11-27: from 8 MuJoCo envs, 16 Box2D, 32 classic-control, up to 3x
+at 64), but what a user waits for is training end to end, where the update takes most of the
+time: under PPO (2026-11-28, the machine idle and with another process busy on one core)
+EnvPool was 1.11-1.24x gymnasium's speed on Hopper from 8 envs, 1.06-1.08x on CartPole at 64,
+and on HalfCheetah within 5% either way at every count. `auto` takes EnvPool where the table
+says it is faster by at least 5% in both settings (for an id not measured, the latest of its
+kind's measured ids: no MuJoCo id but Hopper's), the id's EnvPool env is checked equal to
+gymnasium's (`twins.TWINS`: no Box2D id is) and it can honour the run (no wrappers, kwargs or
+imports), else gymnasium; a user's env always steps with gymnasium. So a run's training and
+evaluation envs, chosen apart (the evaluation has fewer envs), are the same env whichever
+engine steps each.
 """
 
 from __future__ import annotations
@@ -21,10 +26,14 @@ from rltrain.envs.engines.twins import TWINS, twin_problem
 from rltrain.envs.families import family_of
 from rltrain.errors import UserError
 
-FASTER_FROM: dict[str, int] = {"classic": 32, "box2d": 16, "mujoco": 8}
-"""family -> the smallest env count at which EnvPool measured faster than gymnasium (sync)."""
-MEASURED: dict[str, float] = {"classic": 1.1, "box2d": 1.4, "mujoco": 1.3}
-"""family -> EnvPool's steps/s over gymnasium's at `FASTER_FROM` envs (for the start line)."""
+NEVER = 1 << 62
+FASTER_FROM: dict[str, int] = {"CartPole-v1": 64, "classic": 64, "LunarLander-v3": NEVER,
+                               "box2d": NEVER, "Hopper-v5": 8, "mujoco": NEVER,
+                               "HalfCheetah-v5": NEVER}
+"""env id, else its kind -> the smallest env count from which EnvPool measured faster than
+gymnasium (sync) end to end (`NEVER`: at no count)."""
+MEASURED: dict[str, float] = {"CartPole-v1": 1.1, "Hopper-v5": 1.2, "classic": 1.1}
+"""The same keys -> EnvPool's steps/s over gymnasium's at `FASTER_FROM` envs (the start line)."""
 HINT_FROM = 1.25
 """Without EnvPool, the start line suggests installing it (~926 MB) only where it measured at
 least this much faster: not for classic control's 1.1x (`make train`'s Pendulum, 32 envs)."""
@@ -48,15 +57,17 @@ def choose(cfg: EnvConfig, num_envs: int) -> Engine:
     if cfg.backend != "auto":
         return Engine(cfg.backend)
     family = family_of(cfg.id) or "classic"
+    key = cfg.id if cfg.id in FASTER_FROM else family
     if cfg.id not in TWINS or unsupported(cfg) is not None or \
-            num_envs < FASTER_FROM.get(family, 1 << 62):
+            num_envs < FASTER_FROM.get(key, NEVER):
         return Engine("gymnasium")
-    label = {"classic": "classic control", "box2d": "Box2D", "mujoco": "MuJoCo"}[family]
-    measured = (f"measured {MEASURED[family]:.1f}x gymnasium's steps/s on {label} from "
-                f"{FASTER_FROM[family]} envs")
+    label = cfg.id if key == cfg.id else {"classic": "classic control", "box2d": "Box2D",
+                                          "mujoco": "MuJoCo"}[family]
+    measured = (f"measured {MEASURED[key]:.1f}x gymnasium's training speed on {label} from "
+                f"{FASTER_FROM[key]} envs")
     if not envpool_installed():
         return Engine("gymnasium", f"envs step with gymnasium; EnvPool {measured}: {INSTALL}"
-                      if MEASURED[family] >= HINT_FROM else None)
+                      if MEASURED[key] >= HINT_FROM else None)
     return Engine("envpool", f"envs step with EnvPool (env.backend=auto: {measured}; "
                              f"env.backend=gymnasium to choose it)")
 
