@@ -224,8 +224,9 @@ def hoisted(x: torch.Tensor) -> torch.Tensor:
     """`x` (a scalar `[]` or one per seed `[S]`), equal, but computed once before the
     element-wise loops that read it. Inductor inlines a pointwise scalar into every loop that
     reads it, and the C++ compiler cannot lift it out (the loop's stores may alias its inputs):
-    Adam's bias corrections (two `pow`s) then ran once per 16 parameters, which took DQN's Adam
-    step from ~75 to ~330 µs. The max over copies of `x` is exact, and a reduction over more
+    Adam's bias corrections (two `pow`s) then ran once per 16 parameters: 115 µs against 76
+    for the Adam step of a 67k-parameter network. The max over copies of `x` is exact, and a
+    reduction over more
     elements than `unroll_reductions_threshold` (8) is a buffer of its own."""
     return x.unsqueeze(-1).expand(*x.shape, 16).amax(-1)
 
