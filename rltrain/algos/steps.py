@@ -226,8 +226,7 @@ def hoisted(x: torch.Tensor) -> torch.Tensor:
     reads it, and the C++ compiler cannot lift it out (the loop's stores may alias its inputs):
     Adam's bias corrections (two `pow`s) then ran once per 16 parameters: 115 µs against 76
     for the Adam step of a 67k-parameter network. The max over copies of `x` is exact, and a
-    reduction over more
-    elements than `unroll_reductions_threshold` (8) is a buffer of its own."""
+    reduction over more elements than `unroll_reductions_threshold` (8) is a buffer of its own."""
     return x.unsqueeze(-1).expand(*x.shape, 16).amax(-1)
 
 
