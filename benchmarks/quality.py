@@ -119,8 +119,10 @@ TASKS: dict[tuple[str, str], Task] = {
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
     ("tqc", "Hopper-v5"): Task(100_000, 1000.0, beat_sb3=True, preset="tqc_hopper",
-        note="rltrain's seed 0 with the eager update beside other jobs, seeds 1-2 compiled "
-             "(compile=auto, 2026-11-28); medians 45% apart over 3 seeds: not yet 5 seeds",
+        note="rltrain's seed 0 with the eager update beside other jobs, seeds 1-4 compiled "
+             "(compile=auto, 2026-11-28; seeds 3-4 with denormals flushed); SB3-contrib's "
+             "seed 4 not yet run; one update checked equal to SB3-contrib's on the same "
+             "weights, batch and noise (benchmarks/results/README.md)",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings)"),
     ("tqc", "HalfCheetah-v5"): Task(100_000, 3000.0, beat_sb3=True, preset="tqc_halfcheetah",
