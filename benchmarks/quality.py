@@ -120,9 +120,9 @@ TASKS: dict[tuple[str, str], Task] = {
                    "equal settings); no lighter preset measured"),
     ("tqc", "Hopper-v5"): Task(100_000, 1000.0, beat_sb3=True, preset="tqc_hopper",
         note="rltrain's seed 0 with the eager update beside other jobs, seeds 1-4 compiled "
-             "(compile=auto, 2026-11-28; seeds 3-4 with denormals flushed); SB3-contrib's "
-             "seed 4 not yet run; one update checked equal to SB3-contrib's on the same "
-             "weights, batch and noise (benchmarks/results/README.md)",
+             "(compile=auto, 2026-11-28; seeds 3-4 with denormals flushed); one update "
+             "checked equal to SB3-contrib's on the same weights, batch and noise "
+             "(benchmarks/results/README.md)",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings)"),
     ("tqc", "HalfCheetah-v5"): Task(100_000, 3000.0, beat_sb3=True, preset="tqc_halfcheetah",
