@@ -152,10 +152,11 @@ class CompiledLearn:
             self.algo.graph = None
             return self.algo.learn(self.algo.steps, *args)
         self.seen.add(key)
-        self.untaken += time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        self.untaken += elapsed
         if first:
-            self.compile_seconds = time.perf_counter() - started
-            log.info("compile: compiled in %.1f s", self.compile_seconds)
+            self.compile_seconds = elapsed
+            log.info("compile: compiled in %.1f s", elapsed)
         return out
 
 
