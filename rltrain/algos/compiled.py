@@ -124,7 +124,9 @@ class CompiledLearn:
 
     def __init__(self, algo: Any, folder: Path):
         self.algo, self.folder = algo, folder
-        self.compiled = torch.compile(own_copy(graph_of_learn), fullgraph=True, dynamic=False)
+        with _cache_in(folder):  # torch.compile's first use in a process sets the variable
+            self.compiled = torch.compile(own_copy(graph_of_learn), fullgraph=True,
+                                          dynamic=False)
         self.seen: set[Any] = set()
         """The signatures of the arguments of the calls so far (each compiled)."""
         self.compile_seconds = 0.0
