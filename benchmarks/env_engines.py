@@ -39,7 +39,20 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 FAMILIES = {"CartPole": ("CartPole-v1", "classic"), "LunarLander": ("LunarLander-v3", "box2d"),
             "Hopper": ("Hopper-v5", "mujoco"), "HalfCheetah": ("HalfCheetah-v5", "mujoco"),
             "Breakout": ("ALE/Breakout-v5", "atari")}
-ENGINES = ("gymnasium", "envpool")
+CPP = {"atari": "ale"}
+"""The C++ engine `auto` weighs against gymnasium, per kind (EnvPool for the others): ale-py's
+vector env behind rltrain's adapter for Atari, which EnvPool's Atari cannot replace (rltrain
+refuses it: its preprocessing is not rltrain's)."""
+
+
+def cpp(kind: str) -> str:
+    """The C++ engine of `kind` (see `CPP`)."""
+    return CPP.get(kind, "envpool")
+
+
+def engines_of(kind: str) -> tuple[str, ...]:
+    """The engines measured through rltrain for `kind`: gymnasium and its C++ engine."""
+    return ("gymnasium", cpp(kind))
 PPO_STEPS = {"CartPole": 32768, "LunarLander": 32768, "Hopper": 16384, "HalfCheetah": 16384,
              "Breakout": 4096}
 """Env steps of each end-to-end PPO cell (~10-30 s on 2 cores)."""
@@ -163,15 +176,14 @@ def derive_choice(results: dict[str, Any]) -> tuple[dict[str, int], dict[str, fl
     measured: dict[str, float] = {}
     for family, (env_id, kind) in FAMILIES.items():
         tables = [results[part].get(family, {}) for part in parts]
-        if kind == "atari" or not any(tables):
+        if not any(cells.get(cpp(kind)) for cells in tables):
             continue
-        starts = [_faster_from(cells) for cells in tables]
+        starts = [_faster_from(cells, cpp(kind)) for cells in tables]
         start = NEVER if None in starts else max(starts)
         faster_from[env_id] = start
         faster_from[kind] = max(faster_from.get(kind, 0), start)
         if start < NEVER:
-            measured[env_id] = min(cells["envpool"][str(start)] / cells["gymnasium"][str(start)]
-                                   for cells in tables)
+            measured[env_id] = _ratio_at(results, parts, family, start)
     for family, (env_id, kind) in FAMILIES.items():
         if env_id in measured and faster_from[kind] < NEVER:
             ratio = _ratio_at(results, parts, family, faster_from[kind])
@@ -180,15 +192,16 @@ def derive_choice(results: dict[str, Any]) -> tuple[dict[str, int], dict[str, fl
 
 
 def _ratio_at(results: dict[str, Any], parts: list[str], family: str, n: int) -> float:
-    """EnvPool's smallest steps/s ratio to gymnasium's for `family` at `n` envs in `parts`."""
-    return min(results[part][family]["envpool"][str(n)] / results[part][family]["gymnasium"][str(n)]
+    """The C++ engine's smallest steps/s ratio to gymnasium's for `family` at `n` envs in `parts`."""
+    engine = cpp(FAMILIES[family][1])
+    return min(results[part][family][engine][str(n)] / results[part][family]["gymnasium"][str(n)]
                for part in parts)
 
 
-def _faster_from(cells: dict[str, Any]) -> int | None:
-    """The smallest env count from which EnvPool beat gymnasium by `MARGIN` at every measured
+def _faster_from(cells: dict[str, Any], engine: str = "envpool") -> int | None:
+    """The smallest env count from which `engine` beat gymnasium by `MARGIN` at every measured
     count of `cells` (engine -> count -> steps/s); None where it never did."""
-    gym_rates, pool = cells.get("gymnasium", {}), cells.get("envpool", {})
+    gym_rates, pool = cells.get("gymnasium", {}), cells.get(engine, {})
     counts = sorted(int(n) for n in gym_rates if gym_rates[n] and pool.get(n))
     wins = [n for n in counts if all(pool[str(m)] >= MARGIN * gym_rates[str(m)]
                                      for m in counts if m >= n)]
@@ -277,8 +290,8 @@ def main() -> None:
         env_id, kind = FAMILIES[family]
         for suffix, _ in settings:  # this run's cells of it replace the saved ones
             results["random" + suffix][family] = {}
-        engines = list(ENGINES) + (["ale-py AtariVectorEnv (raw)", "envpool Breakout-v5 (raw)"]
-                                   if kind == "atari" else [])
+        engines = list(engines_of(kind)) + (["ale-py AtariVectorEnv (raw)",
+                                             "envpool Breakout-v5 (raw)"] if kind == "atari" else [])
         for n in args.envs:
             for engine in engines:
                 for suffix, loaded in settings:  # back to back: the same machine state
@@ -295,7 +308,7 @@ def main() -> None:
         for suffix, _ in settings:
             results["ppo" + suffix][family] = {}
         for n in args.ppo_envs:
-            for engine in ENGINES:
+            for engine in engines_of(FAMILIES[family][1]):
                 for suffix, loaded in settings:
                     with busy_core(loaded):
                         rate = ppo_rate(family, engine, n)

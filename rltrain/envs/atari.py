@@ -28,7 +28,7 @@ ATARI_HZ = 60
 
 def preprocessing(cfg: EnvConfig) -> bool:
     """Whether `cfg` asks for the Atari preprocessing (`env.atari.preprocess`, auto: ALE ids)."""
-    return cfg.backend in ("gymnasium", "auto") and atari_preprocess(cfg, family_of(cfg.id))
+    return cfg.backend in ("gymnasium", "auto", "ale") and atari_preprocess(cfg, family_of(cfg.id))
 
 
 def check_frame_layout(cfg: EnvConfig, encoder: str, algo_state: dict[str, Any],
@@ -108,8 +108,8 @@ def describe(cfg: EnvConfig, training: bool = True, fire: bool | None = True) ->
 
 
 class AtariFrames(gym.Wrapper):
-    """No-op reset, FIRE on reset and after a lost life, frame skip (max over the last two frames), grayscale and
-    resize, around an ALE env made with `frameskip=1`.
+    """FIRE and no-op reset, FIRE after a lost life, frame skip (max over the last two frames),
+    grayscale and resize, around an ALE env made with `frameskip=1`.
 
     Observations are uint8 `[size, size]` (grayscale) or `[size, size, 3]` (RGB). A step's reward
     is the sum over its frames; its info is that of its last frame (`lives`, frame numbers).
@@ -166,18 +166,18 @@ class AtariFrames(gym.Wrapper):
         return total, terminated, truncated, info, pooled
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Reset, take 1..noop_max NOOPs, press FIRE (for `frame_skip` frames) where the game has it."""
+        """Reset, press FIRE for one frame where the game has it, then take k NOOP frames, k
+        uniform in [0, noop_max - 1], less the FIRE frame: the order and count of ALE's C++
+        engine (`env.backend=ale`, envs/engines/ale.py), so that both start the same games."""
         _, info = self.env.reset(seed=seed, options=options)
         info = dict(info)
-        noops = int(self.unwrapped.np_random.integers(1, self.noop_max + 1)) if self.noop_max else 0
-        for _ in range(noops):
-            _, _, terminated, truncated, step_info = self.env.step(0)
+        fire = self.fire_action is not None
+        if fire:
+            _, _, _, _, step_info = self.env.step(self.fire_action)
             info.update(step_info)
-            if terminated or truncated:
-                _, info = self.env.reset(options=options)
-                info = dict(info)
-        if self.fire_action is not None:
-            _, terminated, truncated, step_info, _ = self._act(self.fire_action, self.frame_skip)
+        noops = int(self.unwrapped.np_random.integers(0, self.noop_max)) if self.noop_max else 0
+        for _ in range(noops - int(fire)):
+            _, _, terminated, truncated, step_info = self.env.step(0)
             info.update(step_info)
             if terminated or truncated:
                 _, info = self.env.reset(options=options)

@@ -160,10 +160,12 @@ def preprocessing_line(env, cfg: EnvConfig) -> str:
 
 
 def _has_fire(env) -> bool | None:
-    """Whether the game presses FIRE on reset (`AtariFrames.fire_action`: only games whose
-    actions include it); None when the envs cannot be asked."""
+    """Whether the game presses FIRE on reset (`AtariFrames.fire_action`, `AleRows.fire_action`:
+    only games whose actions include it); None when the envs cannot be asked."""
     base = _base_with_info(env)
     try:
+        if hasattr(base.venv, "fire_action"):  # ale-py's engine: one answer for all rows
+            return base.venv.fire_action is not None
         return any(a is not None for a in base.venv.get_attr("fire_action"))
     except Exception:  # noqa: BLE001 - not AtariFrames envs (a test double): unknown
         return None

@@ -15,6 +15,7 @@ from rltrain.envs.custom import (
     import_modules,
     resolve_env_id,
 )
+from rltrain.envs.engines.ale import check_ale
 from rltrain.envs.engines.envpool import check_envpool
 from rltrain.errors import UserError
 
@@ -45,6 +46,9 @@ def check_env(cfg: EnvConfig) -> None:
         return
     if cfg.backend == "envpool":
         check_envpool(cfg)
+        return
+    if cfg.backend == "ale":
+        check_ale(cfg)
         return
     source = resolve_env_id(cfg.id, cfg.imports)
     if source.batched:

@@ -34,8 +34,8 @@ class AtariConfig:
     """`auto` (on for ALE ids, off otherwise), `true` or `false`. On, the ALE env is made with
     `frameskip=1` and the wrappers below are applied; off, the raw env (210x160 RGB)."""
     noop_max: int = 30
-    """On reset, take a random number (1..noop_max, from the env's seeded RNG) of NOOP actions
-    (0 disables)."""
+    """On reset, take a random number of NOOP frames, uniform in [0, noop_max - 1] less the
+    FIRE frame (ALE's C++ engine's count; from the env's seeded RNG); 0 or 1 disables."""
     frame_skip: int = 4
     """Repeat each action this many frames, summing rewards; the observation is the max over
     the last two frames (>= 1)."""
@@ -53,7 +53,8 @@ class AtariConfig:
     (grayscale; RGB gives `[3k, 84, 84]`); 0 or 1: the frame alone, `[1, 84, 84]` (RGB
     `[3, 84, 84]`)."""
     fire_reset: bool = True
-    """Press FIRE after each reset in games whose actions include FIRE."""
+    """In games whose actions include FIRE: press it for one frame at reset (before the
+    no-ops), and for a frame skip after each lost life (within the step that lost it)."""
 
 
 @dataclass
@@ -65,10 +66,12 @@ class EnvConfig:
     id), or `module:factory` (a callable building the env; see docs/environments.md, "Use your
     own environment")."""
     backend: str = "auto"
-    """What steps the envs: `auto` (EnvPool where it measured faster for the env's family and
-    `num_envs` and is installed, else gymnasium), `gymnasium`, `envpool` (the `envpool` extra;
-    registered classic, Box2D and MuJoCo ids, no wrappers or kwargs), or `torch`: the native
-    batched torch twin of CartPole-v1 / Pendulum-v1, stepped on the training device."""
+    """What steps the envs: `auto` (EnvPool or ale-py's C++ engine where it measured faster for
+    the env's family and `num_envs` and is installed, else gymnasium), `gymnasium`, `envpool`
+    (the `envpool` extra; registered classic, Box2D and MuJoCo ids, no wrappers or kwargs),
+    `ale` (ale-py's C++ Atari engine: ALE/<Game>-v5 ids with the Atari preprocessing), or
+    `torch`: the native batched torch twin of CartPole-v1 / Pendulum-v1, stepped on the
+    training device."""
     imports: list[str] = field(default_factory=list)
     """Modules imported before the env is made, so that they can register ids
     (`env.import=my_pkg.envs` is accepted on the command line too)."""
@@ -99,7 +102,7 @@ class EnvConfig:
     """Atari preprocessing (no-op reset, frame skip, 84x84 grayscale, frame stack, ...)."""
 
 
-BACKENDS = ("auto", "gymnasium", "envpool", "torch")
+BACKENDS = ("auto", "gymnasium", "envpool", "ale", "torch")
 """The values of `env.backend`."""
 
 PREPROCESS_SWITCH = {"true": True, "on": True, "yes": True, "1": True,

@@ -25,6 +25,7 @@ from rltrain.envs.custom import (
     make_gym_env,
     resolve_env_id,
 )
+from rltrain.envs.engines.ale import make_ale
 from rltrain.envs.engines.choice import choose
 from rltrain.envs.engines.envpool import make_envpool
 from rltrain.envs.frame_stack import VectorFrameStack
@@ -81,6 +82,8 @@ def _make_vec(cfg: EnvConfig, device: torch.device | str, n: int) -> VecEnv:
     engine = choose(cfg, n)
     if engine.backend == "envpool":
         venv = make_envpool(cfg, n)
+    elif engine.backend == "ale":
+        venv = make_ale(cfg, n)
     else:
         venv = _gym_vector(cfg, n)
     env = GymVecEnv(venv, device, name=cfg.id)

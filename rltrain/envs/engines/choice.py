@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from rltrain.envs.config import EnvConfig
+from rltrain.envs.engines import ale
 from rltrain.envs.engines.envpool import INSTALL, envpool_installed, unsupported
 from rltrain.envs.engines.twins import TWINS, twin_problem
 from rltrain.envs.families import family_of
@@ -58,6 +59,8 @@ def choose(cfg: EnvConfig, num_envs: int) -> Engine:
         return Engine(cfg.backend)
     family = family_of(cfg.id) or "classic"
     key = cfg.id if cfg.id in FASTER_FROM else family
+    if family == "atari":
+        return _atari(cfg, num_envs, key)
     if cfg.id not in TWINS or unsupported(cfg) is not None or \
             num_envs < FASTER_FROM.get(key, NEVER):
         return Engine("gymnasium")
@@ -70,6 +73,18 @@ def choose(cfg: EnvConfig, num_envs: int) -> Engine:
                       if MEASURED[key] >= HINT_FROM else None)
     return Engine("envpool", f"envs step with EnvPool (env.backend=auto: {measured}; "
                              f"env.backend=gymnasium to choose it)")
+
+
+def _atari(cfg: EnvConfig, num_envs: int, key: str) -> Engine:
+    """`auto` for an ALE id: ale-py's C++ engine from `FASTER_FROM` envs where it can step the
+    run (the preprocessing on, no wrappers, kwargs it takes) and is installed; else gymnasium."""
+    if num_envs < FASTER_FROM.get(key, NEVER) or ale.unsupported(cfg) is not None or \
+            not ale.ale_vector_installed():
+        return Engine("gymnasium")
+    label = cfg.id if key == cfg.id else "Atari"
+    return Engine("ale", f"envs step with ale-py's C++ engine (env.backend=auto: measured "
+                         f"{MEASURED[key]:.1f}x gymnasium's training speed on {label} from "
+                         f"{FASTER_FROM[key]} envs; env.backend=gymnasium to choose it)")
 
 
 def for_evaluation(cfg: EnvConfig, video: bool = False) -> tuple[EnvConfig, str | None]:

@@ -1,0 +1,136 @@
+"""ale-py's C++ Atari engine (`env.backend=ale`, rltrain/envs/engines/ale.py) against the
+gymnasium path (`AtariFrames` in a `SyncVectorEnv`) on recorded trajectories: the same frames,
+rewards, life losses with FIRE after them, episode statistics and final observations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("ale_py.vector_env")
+pytest.importorskip("cv2")
+
+from rltrain.config.schema import AtariConfig, EnvConfig  # noqa: E402
+from rltrain.envs.atari_vec import preprocessing_line  # noqa: E402
+from rltrain.envs.check import check_env  # noqa: E402
+from rltrain.envs.make import capture_problem, make_env  # noqa: E402
+from rltrain.errors import UserError  # noqa: E402
+
+
+def breakout(backend: str, n: int, **kwargs) -> EnvConfig:
+    """Breakout without randomness (no sticky actions, no no-ops): both engines play the same
+    game from the same actions."""
+    return EnvConfig(id="ALE/Breakout-v5", num_envs=n, backend=backend,
+                     kwargs={"repeat_action_probability": 0.0},
+                     atari=AtariConfig(noop_max=0), **kwargs)
+
+
+def record(cfg: EnvConfig, actions: np.ndarray, training: bool = True):
+    """The reset observation and each step's result of `cfg` under `actions` `[T, N]`."""
+    env = make_env(cfg, training=training)
+    out = [env.reset(3)]
+    out += [env.step(torch.as_tensor(a)) for a in actions]
+    env.close()
+    return out
+
+
+# NOOP, RIGHT, LEFT only: the policy never serves, so after a lost life only the engine's FIRE
+# serves the next ball (without it the frames of the two engines part at the first lost life)
+ACTIONS = np.random.default_rng(0).choice([0, 2, 3], size=(700, 2))
+
+
+def test_the_ale_engine_plays_the_gymnasium_paths_game():
+    gym_steps = record(breakout("gymnasium", 2), ACTIONS)
+    ale_steps = record(breakout("ale", 2), ACTIONS)
+    torch.testing.assert_close(ale_steps[0], gym_steps[0], rtol=0, atol=0)
+    lives_lost = games = stale = 0
+    for t in range(1, len(ACTIONS) + 1):
+        g, a = gym_steps[t], ale_steps[t]
+        for field in ("obs", "reward", "terminated", "truncated"):  # exact: uint8 frames
+            torch.testing.assert_close(getattr(a, field), getattr(g, field), rtol=0, atol=0,
+                                       msg=f"step {t}: {field}")
+        ended = g.info.get("episode")
+        assert (a.info.get("episode") is None) == (ended is None), f"step {t}"
+        lives_lost += int(g.terminated.sum()) - (0 if ended is None else len(ended["index"]))
+        if ended is None:
+            torch.testing.assert_close(a.final_obs, g.final_obs, rtol=0, atol=0)
+            continue
+        for key in ("index", "return", "length"):  # whole games: all lives, the raw score
+            np.testing.assert_array_equal(a.info["episode"][key], ended[key])
+        for row in ended["index"]:
+            games += 1
+            torch.testing.assert_close(a.final_obs[row, :3], g.final_obs[row, :3], rtol=0, atol=0)
+            if not torch.equal(a.final_obs[row, 3], g.final_obs[row, 3]):
+                # the documented difference: a game that ends inside a frame skip shows ALE's
+                # previous frame, the gymnasium path the frame it ended on
+                stale += 1
+                assert torch.equal(a.final_obs[row, 3], ale_steps[t - 1].obs[row, 3])
+    assert lives_lost >= 4 and games >= 2, (lives_lost, games)  # both cases were played
+    assert stale < games
+
+
+def test_a_time_limit_truncates_both_engines_at_the_same_step():
+    actions = ACTIONS[:120, :1]
+    gym_steps = record(breakout("gymnasium", 1, max_episode_steps=50), actions, training=False)
+    ale_steps = record(breakout("ale", 1, max_episode_steps=50), actions, training=False)
+    ends = [t for t in range(1, 121) if ale_steps[t].truncated.any()]
+    assert ends == [t for t in range(1, 121) if gym_steps[t].truncated.any()] == [50, 100]
+    for t in ends:
+        assert ale_steps[t].info["episode"]["length"].tolist() == [50]
+        torch.testing.assert_close(ale_steps[t].final_obs, gym_steps[t].final_obs, rtol=0, atol=0)
+        torch.testing.assert_close(ale_steps[t].obs, gym_steps[t].obs, rtol=0, atol=0)
+
+
+def test_seeds_give_each_row_its_game_and_repeat_it():
+    """With sticky actions and no-op resets (the v5 defaults): a seed repeats a row's game, and
+    rows seeded apart play apart."""
+    cfg = EnvConfig(id="ALE/Breakout-v5", num_envs=2, backend="ale")
+
+    def frames(seed: int) -> torch.Tensor:
+        env = make_env(cfg)
+        env.reset(seed)
+        rng = np.random.default_rng(1)
+        obs = [env.step(torch.as_tensor(rng.integers(0, 4, 2))).obs for _ in range(60)]
+        env.close()
+        return torch.stack(obs)
+
+    first, again, other = frames(5), frames(5), frames(6)
+    assert torch.equal(first, again)
+    assert not torch.equal(first, other)
+    assert not torch.equal(first[:, 0], first[:, 1])
+
+
+def test_the_run_says_its_preprocessing_and_resume_restarts_episodes():
+    env = make_env(EnvConfig(id="ALE/Breakout-v5", num_envs=2, backend="ale"))
+    assert "FIRE on reset and after a lost life" in preprocessing_line(
+        env, EnvConfig(id="ALE/Breakout-v5"))
+    assert env.spec.obs_shape == (4, 84, 84) and env.reset(0).dtype == torch.uint8
+    assert "ale-py's vector env" in capture_problem(env)
+    env.close()
+    pacman = make_env(EnvConfig(id="ALE/MsPacman-v5", num_envs=1, backend="ale"))
+    assert "FIRE" not in preprocessing_line(pacman, EnvConfig(id="ALE/MsPacman-v5"))
+    pacman.close()
+
+
+def test_rgb_frames_and_the_action_set_follow_the_settings():
+    rows = make_env(EnvConfig(id="ALE/Pong-v5", num_envs=1, backend="ale",
+                              kwargs={"full_action_space": True},
+                              atari=AtariConfig(grayscale=False, screen_size=64, frame_stack=2)))
+    assert rows.spec.obs_shape == (6, 64, 64) and rows.spec.action_dim == 18
+    rows.close()
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"id": "CartPole-v1"}, "env.backend=ale cannot step CartPole-v1 (only ALE/<Game>-v5 ids); "
+                            "use env.backend=gymnasium"),
+    ({"atari": AtariConfig(preprocess="false")}, "cannot step the raw game"),
+    ({"kwargs": {"mode": 1}}, "env.backend=ale cannot take env.kwargs.mode"),
+    ({"vectorization": "async"}, "cannot run env.vectorization=async"),
+    ({"imports": ["os"]}, "env.backend=ale cannot take env.imports"),
+])
+def test_what_the_engine_cannot_do_is_refused_in_one_line(changes, words):
+    cfg = EnvConfig(**{"id": "ALE/Breakout-v5", "backend": "ale", **changes})
+    with pytest.raises(UserError, match=words.replace("(", r"\(").replace(")", r"\)")
+                       .replace(".", r"\.")):
+        check_env(cfg)
