@@ -237,18 +237,22 @@ def write(results: dict[str, Any], out: Path) -> None:
                         continue
                     ratio = (f" ({rate / base[str(n)]:.2f}x)" if engine != "gymnasium"
                              and base.get(str(n)) else "")
-                    shown.append(f"{rate / 1000:.1f}k{ratio}")
+                    shown.append(f"{rate / 1000:.1f}k{ratio}" if rate >= 1000
+                                 else f"{rate:.0f}{ratio}")
                 lines.append(f"| {family} | {engine} | " + " | ".join(shown) + " |")
         lines.append("")
     faster_from, measured = derive_choice(results)
     if faster_from:
         lines += ["## What `env.backend=auto` follows", "",
-                  f"EnvPool from this many envs on: at least {MARGIN:.2f}x gymnasium's steps/s "
+                  f"The C++ engine (EnvPool; ale-py's for Atari) from this many envs on: at "
+                  f"least {MARGIN:.2f}x gymnasium's steps/s "
                   "at every measured count from there, end to end under PPO, on the machine as "
                   "it was and with another process busy on one core. An id not measured follows "
                   "its kind's line, the latest of the kind's measured ids "
-                  "(`rltrain/envs/engines/choice.py`); only ids whose EnvPool env is checked "
-                  "equal to gymnasium's (`rltrain/envs/engines/twins.py`: no Box2D id):", ""]
+                  "(`rltrain/envs/engines/choice.py`); EnvPool only for ids whose EnvPool env "
+                  "is checked equal to gymnasium's (`rltrain/envs/engines/twins.py`: no Box2D "
+                  "id); ale-py's engine plays the gymnasium path's frames "
+                  "(`tests/envs/test_ale_engine.py`):", ""]
         lines += [f"- {key}: {'never' if n >= NEVER else f'{n} envs ({measured[key]}x)'}"
                   for key, n in faster_from.items()]
         lines.append("")

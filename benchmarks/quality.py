@@ -55,6 +55,9 @@ class Task:
     metric: str = "mean_reward"
     """What the final evaluation scores: the mean return, or `success_rate` (a goal env's share
     of evaluation episodes whose last step reported `is_success`)."""
+    sb3_from: str | None = None
+    """The task (`algo:env`) whose SB3 runs this row shows: a row that changes only rltrain's
+    side (another engine) beside the same SB3 runs, not re-run."""
 
 
 # (algo, env id) -> Task. The issue's table, then the CartPole / Pendulum rows kept from before.
@@ -101,6 +104,13 @@ TASKS: dict[tuple[str, str], Task] = {
                                      "2026-11-24); the update, not the envs, is most of the run, so "
                                      "a faster engine saves ~1/5 at most (env_engines.md); not re-run "
                                      "(25 min a seed a side)"),
+    # issue 56: the same row with ale-py's C++ engine stepping the envs (env.backend=ale)
+    ("ppo_ale", "ALE/Breakout-v5"): Task(250_000, 8.0, algo="ppo", preset="ppo_atari",
+                                         env_overrides=("env.id=ALE/Breakout-v5",),
+                                         overrides=("env.backend=ale",),
+                                         sb3_from="ppo:ALE/Breakout-v5",
+                                         note="the row above on ale-py's C++ engine; SB3: "
+                                              "that row's runs"),
     ("ppo", "CartPole-v1"): Task(100_000, 475.0),
     ("ppo", "Pendulum-v1"): Task(100_000, -200.0),
     ("sac", "Pendulum-v1"): Task(20_000, -200.0),
@@ -220,6 +230,8 @@ def has_side(algo: str, env: str, side: str) -> bool:
     """Whether `side` can run the task (SB3 needs an RL-Zoo entry in sb3_side.RL_ZOO)."""
     if side == "rltrain":
         return True
+    if TASKS[(algo, env)].sb3_from is not None:  # shows another row's SB3 runs
+        return False
     sys.path.insert(0, str(Path(__file__).parent))
     from sb3_side import RL_ZOO
 
@@ -275,6 +287,8 @@ def summarize(results: dict, seeds: tuple[int, ...] = DEFAULT_SEEDS) -> list[dic
                      "time_floor": task.time_floor, "sides": {}}
         for side in SIDES:
             mine = runs.get(side, {})
+            if side == "sb3" and task.sb3_from is not None:
+                mine = results["runs"].get(task.sb3_from, {}).get("sb3", {})
             all_seeds = sorted({*seeds, *(int(s) for s in mine)})
             finals = {s: mine[str(s)]["final_eval"] if str(s) in mine else None for s in all_seeds}
             secs = {s: mine[str(s)]["seconds"] if str(s) in mine else None for s in all_seeds}

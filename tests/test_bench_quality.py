@@ -108,6 +108,19 @@ def test_the_rltrain_cell_names_an_engine_other_than_gymnasium():
     assert rltrain_cell.strip().endswith("; envpool")
 
 
+def test_a_row_on_another_engine_shows_the_sb3_runs_of_the_row_it_names_and_never_runs_them():
+    gym_row, ale_row = "ppo:ALE/Breakout-v5", "ppo_ale:ALE/Breakout-v5"
+    results = filled(gym_row, [(8.4, 1500)], [(5.1, 2000), (3.4, 2100), (10.0, 1900)])
+    for seed, final in enumerate((9.0, 7.5, 8.8)):
+        quality.merge(results, ale_row, "rltrain", seed, {**rec(final, 1000), "engine": "ale"})
+    row = row_of(results, ale_row)
+    assert row["sides"]["sb3"]["median_final"] == 5.1 and row["sides"]["sb3"]["complete"]
+    assert row["status"] == "pass" and math.isclose(row["time_ratio"], 1000 / 2000)
+    assert "ale" in quality.markdown([row])
+    assert not quality.has_side("ppo_ale", "ALE/Breakout-v5", "sb3")
+    assert "env.backend=ale" in quality.rltrain_overrides("ppo_ale", "ALE/Breakout-v5", 0)
+
+
 def test_a_row_above_the_time_target_names_its_floor_or_says_it_is_not_measured():
     slow = filled(TASK, [(1500, 30), (1100, 30), (1200, 30)], [(1000, 40), (1200, 60), (900, 60)])
     rows = quality.summarize(slow)

@@ -134,3 +134,22 @@ def test_what_the_engine_cannot_do_is_refused_in_one_line(changes, words):
     with pytest.raises(UserError, match=words.replace("(", r"\(").replace(")", r"\)")
                        .replace(".", r"\.")):
         check_env(cfg)
+
+
+def test_auto_steps_atari_with_ale_from_the_measured_count_and_says_so(monkeypatch):
+    from rltrain.envs.engines import choice
+    from rltrain.envs.make import engine_note
+
+    monkeypatch.setitem(choice.FASTER_FROM, "atari", 8)
+    monkeypatch.setitem(choice.MEASURED, "atari", 1.3)
+    cfg = EnvConfig(id="ALE/Pong-v5")
+    assert choice.choose(cfg, 4) == choice.Engine("gymnasium")
+    env = make_env(cfg, num_envs=8)
+    note = engine_note(env)
+    assert "ale-py's C++ engine" in note and "1.3x" in note and "from 8 envs" in note
+    env.close()
+    for other in (EnvConfig(id="ALE/Pong-v5", kwargs={"mode": 1}),  # a setting it cannot take
+                  EnvConfig(id="ALE/Pong-v5", atari=AtariConfig(preprocess="false"))):
+        assert choice.choose(other, 8) == choice.Engine("gymnasium")
+    monkeypatch.setattr(choice.ale, "ale_vector_installed", lambda: False)  # ale-py < 0.12
+    assert choice.choose(cfg, 8) == choice.Engine("gymnasium")

@@ -7,7 +7,10 @@ from some env count on (2026-11-27: from 8 MuJoCo envs, 16 Box2D, 32 classic-con
 at 64), but what a user waits for is training end to end, where the update takes most of the
 time: under PPO (2026-11-28, the machine idle and with another process busy on one core)
 EnvPool was 1.11-1.24x gymnasium's speed on Hopper from 8 envs, 1.06-1.08x on CartPole at 64,
-and on HalfCheetah within 5% either way at every count. `auto` takes EnvPool where the table
+and on HalfCheetah within 5% either way at every count. For Atari the C++ engine is ale-py's
+(`engines/ale.py`): 1.7-1.9x gymnasium's Breakout with random actions from 8 envs, but the
+Nature CNN's update is most of a PPO run, so end to end it was 1.06-1.11x (idle) and 1.02-1.07x
+(busy core) from 8 to 64 envs: `auto` takes it from 32 envs. `auto` takes EnvPool where the table
 says it is faster by at least 5% in both settings (for an id not measured, the latest of its
 kind's measured ids: no MuJoCo id but Hopper's), the id's EnvPool env is checked equal to
 gymnasium's (`twins.TWINS`: no Box2D id is) and it can honour the run (no wrappers, kwargs or
@@ -30,10 +33,11 @@ from rltrain.errors import UserError
 NEVER = 1 << 62
 FASTER_FROM: dict[str, int] = {"CartPole-v1": 64, "classic": 64, "LunarLander-v3": NEVER,
                                "box2d": NEVER, "Hopper-v5": 8, "mujoco": NEVER,
-                               "HalfCheetah-v5": NEVER}
-"""env id, else its kind -> the smallest env count from which EnvPool measured faster than
-gymnasium (sync) end to end (`NEVER`: at no count)."""
-MEASURED: dict[str, float] = {"CartPole-v1": 1.1, "Hopper-v5": 1.2, "classic": 1.1}
+                               "HalfCheetah-v5": NEVER, "ALE/Breakout-v5": 32, "atari": 32}
+"""env id, else its kind -> the smallest env count from which the kind's C++ engine (EnvPool;
+ale-py's for Atari) measured faster than gymnasium (sync) end to end (`NEVER`: at no count)."""
+MEASURED: dict[str, float] = {"CartPole-v1": 1.1, "Hopper-v5": 1.2, "ALE/Breakout-v5": 1.1,
+                              "classic": 1.1, "atari": 1.1}
 """The same keys -> EnvPool's steps/s over gymnasium's at `FASTER_FROM` envs (the start line)."""
 HINT_FROM = 1.25
 """Without EnvPool, the start line suggests installing it (~926 MB) only where it measured at
