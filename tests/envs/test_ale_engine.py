@@ -153,3 +153,23 @@ def test_auto_steps_atari_with_ale_from_the_measured_count_and_says_so(monkeypat
         assert choice.choose(other, 8) == choice.Engine("gymnasium")
     monkeypatch.setattr(choice.ale, "ale_vector_installed", lambda: False)  # ale-py < 0.12
     assert choice.choose(cfg, 8) == choice.Engine("gymnasium")
+
+
+def test_a_short_ppo_run_on_the_engine_trains_evaluates_and_resumes(tmp_path, monkeypatch,
+                                                                   capfd):
+    from tests.e2e.harness import run_cli
+
+    run = tmp_path / "run"
+    common = ["algo=ppo", "env.id=ALE/Pong-v5", "env.backend=ale", "env.num_envs=2",
+              "algo.n_steps=16", "algo.batch_size=32", "algo.n_epochs=1",
+              "env.max_episode_steps=20", "eval.freq=0", "eval.episodes=2", "eval.num_envs=1",
+              "checkpoint.freq=32", "progress=plain", "preset=null", f"hydra.run.dir={run}"]
+    first = run_cli([*common, "total_timesteps=32"], tmp_path, monkeypatch, capfd)
+    assert first.rc == 0, first.describe()
+    more = run_cli([f"resume={run}", "total_timesteps=64"], tmp_path, monkeypatch, capfd)
+    assert more.rc == 0, more.describe()
+    assert "episodes restart" in more.out + more.err, more.describe()
+    assert "ale-py's vector env keeps its games' state in C++" in more.out + more.err
+    ev = run_cli(["eval", f"ckpt={run}/checkpoints/final.pt", "episodes=1"], tmp_path,
+                 monkeypatch, capfd)
+    assert ev.rc == 0, ev.describe()
