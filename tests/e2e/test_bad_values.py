@@ -76,7 +76,7 @@ TRAIN_CASES = [
     case(["+env.kwargs.foo=1"], "env.kwargs.foo: CartPole-v1 takes sutton_barto_reward, render_mode"),
     case(["env=Pendulum-v1", "+env.kwargs.foo=1"], "env.kwargs.foo: Pendulum-v1 takes render_mode, g"),
     # null where a value is needed: the choices (Hydra's own line was "Error merging override")
-    case(["env.backend=null"], "env.backend=null: choose auto, gymnasium, envpool, torch"),
+    case(["env.backend=null"], "env.backend=null: choose auto, gymnasium, envpool, ale, torch"),
     case(["env.vectorization=NULL"], "env.vectorization=null: choose sync or async"),
     case(["progress=null"], "progress=null: choose one of auto, bar, plain, off"),
     case(["algo=null"], "unknown algo null: choose one of a2c, ars, crossq, ddpg, dqn, ppo, ppo_lstm, pqn, qrdqn, sac, td3, tqc, trpo"),

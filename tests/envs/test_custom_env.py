@@ -140,7 +140,7 @@ BAD = {
     "native_other_id": (["env=Acrobot-v1", "env.backend=torch"],
                         "env.backend=torch has no native 'Acrobot-v1': available are "
                         "CartPole-v1, Pendulum-v1"),
-    "bad_backend": (["env.backend=jax"], "env.backend='jax': choose auto, gymnasium, envpool, torch"),
+    "bad_backend": (["env.backend=jax"], "env.backend='jax': choose auto, gymnasium, envpool, ale, torch"),
 }
 
 
