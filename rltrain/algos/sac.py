@@ -56,7 +56,8 @@ class SAC:
         check_sde_spec(cfg, spec, cfg.name)
         sde = (cfg.log_std_init, cfg.use_expln) if cfg.use_sde else None
         self.actor = SquashedGaussianActor(actor, spec.action_dim, cfg.log_std_min,
-                                           cfg.log_std_max, sde).to(self.device)
+                                           cfg.log_std_max, sde,
+                                           cfg.squash_eps).to(self.device)
         # gSDE: new noise every sde_sample_freq steps, else once per train_freq (SB3's rollout)
         self.noise_clock = make_noise_clock(cfg, default_period=cfg.train_freq)
         self.critic = self.make_critic(critic).to(self.device)

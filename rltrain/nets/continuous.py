@@ -21,20 +21,25 @@ _LOG_2 = math.log(2.0)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-def tanh_log_det_jacobian(u: torch.Tensor) -> torch.Tensor:
+def tanh_log_det_jacobian(u: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
     """log |d tanh(u)/du| = log(1 − tanh(u)²) = 2 (log 2 − u − softplus(−2u)), elementwise.
 
-    The right-hand form stays finite for large |u|, where 1 − tanh(u)² rounds to 0.
+    The right-hand form stays finite for large |u|, where 1 − tanh(u)² rounds to 0. `eps` > 0:
+    log(1 − tanh(u)² + eps) instead (SB3's form with 1e-6), which flattens at log(eps) once
+    tanh saturates, so its gradient there vanishes where the exact one stays ±2.
     """
+    if eps > 0.0:
+        return torch.log(1.0 - torch.tanh(u).pow(2) + eps)
     return 2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))
 
 
-def squashed_gaussian_log_prob(u: torch.Tensor, mean: torch.Tensor,
-                               log_std: torch.Tensor) -> torch.Tensor:
-    """log π(tanh(u)) for u ~ N(mean, exp(log_std)), summed over the last dim: [B, A] -> [B]."""
+def squashed_gaussian_log_prob(u: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor,
+                               eps: float = 0.0) -> torch.Tensor:
+    """log π(tanh(u)) for u ~ N(mean, exp(log_std)), summed over the last dim: [B, A] -> [B]
+    (`eps`: see `tanh_log_det_jacobian`)."""
     z = (u - mean) * torch.exp(-log_std)
     log_normal = -0.5 * z.pow(2) - log_std - _HALF_LOG_2PI
-    return (log_normal - tanh_log_det_jacobian(u)).sum(-1)
+    return (log_normal - tanh_log_det_jacobian(u, eps)).sum(-1)
 
 
 def add_gaussian_noise(action: torch.Tensor, std: float,
@@ -79,8 +84,10 @@ class SquashedGaussianActor(nn.Module):
     """
 
     def __init__(self, spec: NetSpec, action_dim: int, log_std_min: float = -20.0,
-                 log_std_max: float = 2.0, sde: tuple[float, bool] | None = None):
+                 log_std_max: float = 2.0, sde: tuple[float, bool] | None = None,
+                 squash_eps: float = 0.0):
         super().__init__()
+        self.squash_eps = float(squash_eps)
         self.encoder, features = make_encoder(spec)
         self.body = mlp(features, spec.hidden, None, spec.activation, ortho=spec.ortho,
                         layer_norm=spec.layer_norm, batch_renorm=spec.batch_renorm)
@@ -120,7 +127,7 @@ class SquashedGaussianActor(nn.Module):
         if not deterministic and noise is None:
             noise = torch.randn_like(mean)
         u = mean if deterministic else mean + log_std.exp() * noise
-        return torch.tanh(u), squashed_gaussian_log_prob(u, mean, log_std)
+        return torch.tanh(u), squashed_gaussian_log_prob(u, mean, log_std, self.squash_eps)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:

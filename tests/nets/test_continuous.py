@@ -62,6 +62,27 @@ def test_tanh_log_det_jacobian_stays_finite_where_the_naive_form_is_minus_inf():
     torch.testing.assert_close(tanh_log_det_jacobian(u), torch.full((2,), expected))
 
 
+def test_sb3s_epsilon_form_flattens_where_tanh_saturates_and_the_exact_form_keeps_pulling():
+    """`algo.squash_eps=1e-6`: log(1 − tanh² + 1e-6), SB3's. At u = 0 it is log(1 + 1e-6);
+    saturated (|u| = 10) it is log(1e-6) with no gradient left, where the exact form's slope
+    is −2 sign(u) (the entropy term pulls the action back from the bound)."""
+    u = torch.tensor([0.0, 10.0, -10.0], requires_grad=True)
+    eps_form = tanh_log_det_jacobian(u, 1e-6)
+    torch.testing.assert_close(eps_form.detach(), torch.tensor(
+        [math.log(1 + 1e-6), math.log(1e-6), math.log(1e-6)]), rtol=1e-5, atol=1e-5)
+    (grad_eps,) = torch.autograd.grad(eps_form.sum(), u)
+    (grad_exact,) = torch.autograd.grad(tanh_log_det_jacobian(u).sum(), u)
+    torch.testing.assert_close(grad_eps, torch.zeros(3), rtol=0, atol=1e-3)
+    torch.testing.assert_close(grad_exact, torch.tensor([0.0, -2.0, 2.0]))
+    small = torch.tensor([0.3, -1.2])  # unsaturated: the two forms agree to ~1e-6
+    torch.testing.assert_close(tanh_log_det_jacobian(small, 1e-6), tanh_log_det_jacobian(small),
+                               rtol=0, atol=1e-5)
+    actor = SquashedGaussianActor(flat(4, [16]), 2, squash_eps=1e-6)
+    mean, log_std = actor.dist_params(torch.zeros(1, 4))
+    _, log_prob = actor(torch.zeros(1, 4), deterministic=True)
+    torch.testing.assert_close(log_prob, squashed_gaussian_log_prob(mean, mean, log_std, 1e-6))
+
+
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_actor_actions_stay_within_unit_box_for_extreme_observations(deterministic):
     torch.manual_seed(0)

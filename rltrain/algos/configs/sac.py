@@ -39,6 +39,11 @@ class SACConfig(SDEConfig, OffPolicyConfig):
     """Upper clamp of the actor's pre-tanh log standard deviation."""
     log_std_init: float = -3.0
     """gSDE only: initial log σ of the noise matrix (SB3's SAC default)."""
+    squash_eps: float = 0.0
+    """ε in the actor's tanh correction log(1 − tanh(u)² + ε): 0 computes it exactly (SBX's
+    and CleanRL's form; the penalty on a saturated action grows without bound), SB3's 1e-6
+    caps it at log(1e-6) per dimension, so the entropy term stops pulling saturated actions
+    back (>= 0)."""
 
     def validate(self, cfg: Any) -> None:
         """Cross-field checks."""
@@ -46,8 +51,12 @@ class SACConfig(SDEConfig, OffPolicyConfig):
         self.validate_sde()
         check_lrs(self, ("lr", "actor_lr", "critic_lr", "alpha_lr"))
         check_positive("algo.alpha", self.alpha)
-        for name in ("target_entropy", "log_std_min", "log_std_max", "log_std_init"):
+        for name in ("target_entropy", "log_std_min", "log_std_max", "log_std_init",
+                     "squash_eps"):
             check_finite(f"algo.{name}", getattr(self, name))
+        if self.squash_eps < 0:
+            raise UserError(f"algo.squash_eps={self.squash_eps} must be >= 0 (0: the exact "
+                            f"tanh correction; SB3 uses 1e-6)")
         if self.policy_delay < 1:
             raise UserError(f"algo.policy_delay={self.policy_delay} must be >= 1")
         if self.log_std_min >= self.log_std_max:
