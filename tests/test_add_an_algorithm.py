@@ -22,7 +22,8 @@ from torch import nn
 from rltrain.algos.base import grad_norm_step, metric_rows
 from rltrain.algos.configs.base import OffPolicyConfig
 from rltrain.algos.draws import Draws
-from rltrain.algos.optim import adam, stacked_optimizer
+from rltrain.algos.optim import adam
+from rltrain.algos.seed_optim import stacked_optimizer
 from rltrain.buffers.replay import ReplayBuffer
 from rltrain.checkpoint import format as checkpoint
 from rltrain.nets.mlp import mlp

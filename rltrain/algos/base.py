@@ -20,13 +20,8 @@ from torch import nn
 
 from rltrain import obs as obs_ops
 from rltrain.algos.configs.base import OffPolicyConfig, OnPolicyConfig, SDEConfig
-from rltrain.algos.optim import (
-    Optimizer,
-    clip_grad_norm,
-    clip_grad_norm_per_seed,
-    grad_norm,
-    stacked_optimizer,
-)
+from rltrain.algos.optim import Optimizer, clip_grad_norm, grad_norm
+from rltrain.algos.seed_optim import clip_grad_norm_per_seed, stacked_optimizer
 from rltrain.errors import UserError
 from rltrain.nets import seeded
 from rltrain.nets.actor_critic import ActorCritic

@@ -16,7 +16,8 @@ from rltrain.algos.base import metric_rows, off_policy_lr, set_lr
 from rltrain.algos.configs.dqn import DQNConfig
 from rltrain.algos.draws import Draws
 from rltrain.algos.off_policy_steps import linear_schedule, td_target, update_target_
-from rltrain.algos.optim import adam, stacked_optimizer
+from rltrain.algos.optim import adam
+from rltrain.algos.seed_optim import stacked_optimizer
 from rltrain.algos.steps import EagerSteps, Trained
 from rltrain.errors import UserError
 from rltrain.nets import seeded

@@ -22,7 +22,8 @@ from torch import nn
 from rltrain import obs as obs_ops
 from rltrain.algos.base import decay_lrs, pick_lr
 from rltrain.algos.draws import Draws
-from rltrain.algos.optim import adam, stacked_optimizer
+from rltrain.algos.optim import adam
+from rltrain.algos.seed_optim import stacked_optimizer
 from rltrain.algos.steps import EagerSteps, Trained, polyak_update
 from rltrain.nets import seeded
 from rltrain.nets.continuous import DeterministicActor, add_gaussian_noise

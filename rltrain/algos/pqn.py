@@ -44,7 +44,8 @@ from rltrain.algos.base import (
 from rltrain.algos.configs.pqn import PQNConfig
 from rltrain.algos.draws import Draws
 from rltrain.algos.off_policy_steps import linear_schedule
-from rltrain.algos.optim import adam, stacked_optimizer
+from rltrain.algos.optim import adam
+from rltrain.algos.seed_optim import stacked_optimizer
 from rltrain.errors import UserError
 from rltrain.nets import seeded
 from rltrain.nets.q import QNetwork

@@ -30,7 +30,8 @@ from rltrain.algos.off_policy_steps import (
     uniform_actions,
     update_metrics,
 )
-from rltrain.algos.optim import adam, stacked_optimizer
+from rltrain.algos.optim import adam
+from rltrain.algos.seed_optim import stacked_optimizer
 from rltrain.algos.steps import EagerSteps, Trained
 from rltrain.nets.continuous import SquashedGaussianActor, TwinQ
 from rltrain.nets.sde import load_sde_state, sde_state

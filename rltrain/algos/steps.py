@@ -27,7 +27,8 @@ import torch
 from torch import nn
 
 from rltrain.algos.base import grad_norm_step
-from rltrain.algos.optim import clip_scale, foreach_adam_, grad_norm, per_seed, seed_grad_norms
+from rltrain.algos.optim import clip_scale, foreach_adam_, grad_norm
+from rltrain.algos.seed_optim import per_seed, seed_grad_norms
 
 Objective = Callable[..., tuple[torch.Tensor, Any]]
 """(the named trained things, in order) -> (the scalar to descend, what to return: detached)."""

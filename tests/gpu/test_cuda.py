@@ -293,18 +293,18 @@ def test_seed_adam_on_the_device_is_each_seeds_own_adam(kl_stop, monkeypatch):
     stacked tensors), and when seed 1 sits out two steps (a KL stop: the fused kernel over each
     active seed's slices with its own step count on the device; Linear weights laid out as
     `nets/seeded.py` lays them out). The foreach fallback is barred: it must not stand in unseen."""
-    from rltrain.algos import optim
+    from rltrain.algos import seed_optim
     from tests.seed_batch.test_optim import _nets, _stacked, _step_once
 
     def no_fallback(opt, active):
         raise AssertionError("the seed batch's Adam fell back to its foreach path")
 
-    monkeypatch.setattr(optim, "_seed_foreach", no_fallback)
+    monkeypatch.setattr(seed_optim, "_seed_foreach", no_fallback)
 
     nets = [net.to(DEVICE) for net in _nets(3)]
     opts = [torch.optim.Adam(n.parameters(), lr=1e-2, eps=1e-5, fused=True) for n in nets]
     stacked = _stacked(nets, transposed=kl_stop)
-    seed_adam = optim.stacked_optimizer(stacked, opts)
+    seed_adam = seed_optim.stacked_optimizer(stacked, opts)
     gen = torch.Generator().manual_seed(1)
     for step in range(5):
         active = [True, not (kl_stop and step in (2, 3)), True]

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from rltrain.algos.optim import FusedAdam, clip_grad_norm_per_seed, stacked_optimizer
+from rltrain.algos.optim import FusedAdam
+from rltrain.algos.seed_optim import clip_grad_norm_per_seed, stacked_optimizer
 from rltrain.nets.seeded import stack_seeds
 
 # Each test steps the batch's optimizer and each seed's own on the same gradients: no loss
