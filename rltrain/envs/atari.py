@@ -108,8 +108,8 @@ def describe(cfg: EnvConfig, training: bool = True, fire: bool | None = True) ->
 
 
 class AtariFrames(gym.Wrapper):
-    """FIRE and no-op reset, FIRE after a lost life, frame skip (max over the last two frames),
-    grayscale and resize, around an ALE env made with `frameskip=1`.
+    """No-op reset, FIRE on reset and after a lost life, frame skip (max over the last two
+    frames), grayscale and resize, around an ALE env made with `frameskip=1`.
 
     Observations are uint8 `[size, size]` (grayscale) or `[size, size, 3]` (RGB). A step's reward
     is the sum over its frames; its info is that of its last frame (`lives`, frame numbers).
@@ -166,22 +166,28 @@ class AtariFrames(gym.Wrapper):
         return total, terminated, truncated, info, pooled
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Reset, press FIRE for one frame where the game has it, then take k NOOP frames, k
-        uniform in [0, noop_max - 1], less the FIRE frame: the order and count of ALE's C++
-        engine (`env.backend=ale`, envs/engines/ale.py), so that both start the same games."""
+        """Reset, take k NOOP frames (k uniform in [0, noop_max - 1]), then press FIRE for
+        `frame_skip` frames where the game has it (the observation max-pools that step's last
+        two frames): ALE's C++ engine's no-op count, and the FIRE step `env.backend=ale` takes
+        after it (envs/engines/ale.py), so that both start the same games. A frame skip of
+        FIRE, not one frame: with sticky actions (v5: 0.25) a single FIRE frame is lost one
+        time in four, and a deterministic policy that never presses FIRE then never serves."""
         _, info = self.env.reset(seed=seed, options=options)
         info = dict(info)
-        fire = self.fire_action is not None
-        if fire:
-            _, _, _, _, step_info = self.env.step(self.fire_action)
-            info.update(step_info)
         noops = int(self.unwrapped.np_random.integers(0, self.noop_max)) if self.noop_max else 0
-        for _ in range(noops - int(fire)):
+        for _ in range(noops):
             _, _, terminated, truncated, step_info = self.env.step(0)
             info.update(step_info)
             if terminated or truncated:
                 _, info = self.env.reset(options=options)
                 info = dict(info)
+        if self.fire_action is not None:
+            _, terminated, truncated, step_info, pooled = self._act(self.fire_action, self.frame_skip)
+            info.update(step_info)
+            if not (terminated or truncated):
+                return self._observe(pooled), info
+            _, info = self.env.reset(options=options)
+            info = dict(info)
         self._grab(self._frames[0])
         return self._observe(False), info
 

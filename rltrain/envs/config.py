@@ -34,8 +34,8 @@ class AtariConfig:
     """`auto` (on for ALE ids, off otherwise), `true` or `false`. On, the ALE env is made with
     `frameskip=1` and the wrappers below are applied; off, the raw env (210x160 RGB)."""
     noop_max: int = 30
-    """On reset, take a random number of NOOP frames, uniform in [0, noop_max - 1] less the
-    FIRE frame (ALE's C++ engine's count; from the env's seeded RNG); 0 or 1 disables."""
+    """On reset, take a random number of NOOP frames, uniform in [0, noop_max - 1] (ALE's C++
+    engine's count; from the env's seeded RNG); 0 or 1 disables."""
     frame_skip: int = 4
     """Repeat each action this many frames, summing rewards; the observation is the max over
     the last two frames (>= 1)."""
@@ -53,8 +53,8 @@ class AtariConfig:
     (grayscale; RGB gives `[3k, 84, 84]`); 0 or 1: the frame alone, `[1, 84, 84]` (RGB
     `[3, 84, 84]`)."""
     fire_reset: bool = True
-    """In games whose actions include FIRE: press it for one frame at reset (before the
-    no-ops), and for a frame skip after each lost life (within the step that lost it)."""
+    """In games whose actions include FIRE: press it for a frame skip after the reset's
+    no-ops, and after each lost life (within the step that lost it)."""
 
 
 @dataclass

@@ -173,3 +173,17 @@ def test_a_short_ppo_run_on_the_engine_trains_evaluates_and_resumes(tmp_path, mo
     ev = run_cli(["eval", f"ckpt={run}/checkpoints/final.pt", "episodes=1"], tmp_path,
                  monkeypatch, capfd)
     assert ev.rc == 0, ev.describe()
+
+
+@pytest.mark.parametrize("backend", ["gymnasium", "ale"])
+def test_every_episode_starts_served_despite_sticky_actions(backend):
+    """v5's sticky actions (0.25) drop a single FIRE frame one time in four (ALE's own reset
+    FIRE): a policy that never presses FIRE then never serves, and its evaluation runs to the
+    108k-frame limit at 0 points. FIRE for a frame skip after the no-ops serves every row."""
+    env = make_env(EnvConfig(id="ALE/Breakout-v5", num_envs=8, backend=backend))
+    env.reset(0)
+    served = torch.zeros(8, dtype=torch.bool)
+    for _ in range(300):  # NOOP: a served ball is missed, a life lost (a training end)
+        served |= env.step(torch.zeros(8, dtype=torch.int64)).terminated
+    env.close()
+    assert served.all(), served

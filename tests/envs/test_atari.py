@@ -84,10 +84,10 @@ def test_noop_reset_is_seeded_and_fire_reset_presses_fire():
     one = make_one_env(cfg)
     first, _ = one.reset(seed=7)
     frames = {one.reset(seed=s)[1]["episode_frame_number"] for s in range(6)}
-    # FIRE for one frame, then 0..29 no-op frames less that one (ALE's C++ engine's count)
-    assert len(frames) > 1 and all(1 <= f <= 29 for f in frames)
+    # 0..29 no-op frames (ALE's C++ engine's count), then FIRE for a frame skip
+    assert len(frames) > 1 and all(4 <= f <= 29 + 4 for f in frames)
     fire_only = make_one_env(atari("Breakout", noop_max=0))
-    assert fire_only.reset(seed=0)[1]["episode_frame_number"] == 1
+    assert fire_only.reset(seed=0)[1]["episode_frame_number"] == 4
     np.testing.assert_array_equal(first, one.reset(seed=7)[0])  # the no-ops follow the seed
     plain = make_one_env(atari("Breakout", noop_max=0, fire_reset=False))
     assert plain.reset(seed=0)[1]["episode_frame_number"] == 0

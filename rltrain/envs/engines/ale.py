@@ -4,10 +4,12 @@ a gymnasium `VectorEnv` in SAME_STEP autoreset mode that `GymVecEnv` adapts; the
 (frame stack, life loss, reward sign) stays `envs/atari_vec.py`'s, whichever engine steps.
 
 Each row is an `AtariVectorEnv` of one env (one C++ thread): all rows are sent their actions,
-then received, so they step side by side, and a row that lost a life (its game going on) is
-stepped once more with FIRE within the same agent step, as `AtariFrames` does: the engine
-presses FIRE only at reset, and one vector env of N rows cannot step some rows alone. Measured
-no slower than one engine of N rows (benchmarks/results/env_engines.md).
+then received, so they step side by side. FIRE is rltrain's, as `AtariFrames` presses it: a
+row that lost a life (its game going on) is stepped once more with FIRE within the same agent
+step, and a row that starts an episode is stepped with FIRE after its no-ops, its reset
+observation that step's. The engine's own FIRE at reset is one frame, which sticky actions
+(v5: 0.25) drop one time in four, and one vector env of N rows cannot step some rows alone.
+Measured no slower than one engine of N rows (benchmarks/results/env_engines.md).
 
 What differs from gymnasium's envs, and why it does not change what is learned
 (`tests/envs/test_ale_engine.py` steps both on a recorded trajectory):
@@ -102,7 +104,7 @@ def make_ale(cfg: EnvConfig, num_envs: int) -> AleRows:
     settings = dict(
         img_height=a.screen_size, img_width=a.screen_size, grayscale=a.grayscale, stack_num=1,
         frameskip=a.frame_skip, maxpool=True, noop_max=a.noop_max, episodic_life=False,
-        reward_clipping=False, use_fire_reset=a.fire_reset,
+        reward_clipping=False, use_fire_reset=False,  # FIRE for a frame skip: AleRows.serve
         repeat_action_probability=float(kw.get("repeat_action_probability", 0.25)),
         full_action_space=bool(kw.get("full_action_space", False)),
         max_num_frames_per_episode=int(kw.get("max_num_frames_per_episode", 108_000)))
@@ -148,8 +150,18 @@ class AleRows(gym.vector.VectorEnv):
                 for i, row in enumerate(self.rows)]
         obs = np.stack([o[0][0, 0] for o in outs])
         self._lives[:] = [int(o[1]["lives"][0]) for o in outs]
+        self.serve(np.arange(self.num_envs), obs, self._lives)
         self._steps[:] = 0
         return obs, {"lives": self._lives.copy()}
+
+    def serve(self, ids: np.ndarray, obs: np.ndarray, lives: np.ndarray) -> None:
+        """Rows `ids`, just reset: FIRE for a frame skip where the game has it (its reward, 0
+        before the serve, is the reset's: not counted); their `obs` and `lives` (in place)."""
+        if self.fire_action is None or not len(ids):
+            return
+        for i, o in zip(ids, self._exchange(ids, np.full(len(ids), self.fire_action)),
+                        strict=True):
+            obs[i], lives[i] = o[0][0, 0], int(o[4]["lives"][0])
 
     def _exchange(self, ids: np.ndarray, actions: np.ndarray) -> list[tuple]:
         """Step rows `ids` side by side with `actions` (one each): their raw results."""
@@ -179,6 +191,7 @@ class AleRows(gym.vector.VectorEnv):
         self._steps += 1
         self._truncate(obs, terminated, truncated, lives, final)
         done = terminated | truncated
+        self.serve(np.flatnonzero(done), obs, lives)  # the new episodes' reset observations
         self._steps[done] = 0
         self._lives[:] = lives
         info: dict[str, Any] = {"lives": lives.copy()}
