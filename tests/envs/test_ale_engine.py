@@ -4,6 +4,8 @@ rewards, life losses with FIRE after them, episode statistics and final observat
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -126,6 +128,10 @@ def test_rgb_frames_and_the_action_set_follow_the_settings():
                             "use env.backend=gymnasium"),
     ({"atari": AtariConfig(preprocess="false")}, "cannot step the raw game"),
     ({"kwargs": {"mode": 1}}, "env.backend=ale cannot take env.kwargs.mode"),
+    ({"kwargs": {"repeat_action_probability": 1.5}}, "repeat_action_probability=1.5 (a "
+                                                     "probability, 0 to 1)"),
+    ({"kwargs": {"max_num_frames_per_episode": 1e5}}, "max_num_frames_per_episode=100000.0 "
+                                                      "(frames: an integer)"),
     ({"vectorization": "async"}, "cannot run env.vectorization=async"),
     ({"imports": ["os"]}, "env.backend=ale cannot take env.imports"),
 ])
@@ -187,3 +193,48 @@ def test_every_episode_starts_served_despite_sticky_actions(backend):
         served |= env.step(torch.zeros(8, dtype=torch.int64)).terminated
     env.close()
     assert served.all(), served
+
+
+def test_the_frame_limit_truncates_where_gymnasiums_does_and_zero_is_no_limit():
+    """ALE's `max_num_frames_per_episode` (v5: 108k) counted by rltrain: ALE's engine would stop
+    inside the frame skip and pool a stale frame into the final observation, which a
+    truncation bootstraps from. 100 frames: FIRE's 4 at reset, then 24 steps of 4. The one
+    difference: gymnasium's ALE does not play the limit's own frame (its last two frames are
+    the same), rltrain's count lets the engine play it."""
+    actions = ACTIONS[:60, :1]
+    limit = {"repeat_action_probability": 0.0, "max_num_frames_per_episode": 100}
+    steps = {backend: record(EnvConfig(id="ALE/Breakout-v5", num_envs=1, backend=backend,
+                                       kwargs=limit, atari=AtariConfig(noop_max=0)),
+                             actions, training=False) for backend in ("gymnasium", "ale")}
+    ends = [t for t in range(1, 61) if steps["ale"][t].truncated.any()]
+    assert ends == [t for t in range(1, 61) if steps["gymnasium"][t].truncated.any()] == [24, 48]
+    for t in ends:
+        ale, gym_ = steps["ale"][t], steps["gymnasium"][t]
+        torch.testing.assert_close(ale.obs, gym_.obs, rtol=0, atol=0)  # the next episode's
+        torch.testing.assert_close(ale.final_obs[:, :3], gym_.final_obs[:, :3], rtol=0, atol=0)
+        assert not torch.equal(ale.final_obs[0, 3], steps["ale"][t - 1].obs[0, 3])  # not stale
+    unlimited = {**limit, "max_num_frames_per_episode": 0}
+    free = record(EnvConfig(id="ALE/Breakout-v5", num_envs=1, backend="ale", kwargs=unlimited,
+                            atari=AtariConfig(noop_max=0)), actions, training=False)
+    assert not any(step.truncated.any() for step in free[1:])
+
+
+def test_an_action_outside_the_space_is_an_error_not_a_hang():
+    env = make_env(EnvConfig(id="ALE/Breakout-v5", num_envs=2, backend="ale"))
+    env.reset(0)
+    with pytest.raises(Exception, match="outside Discrete"):
+        env.step(torch.tensor([0, 7]))
+    env.close()
+
+
+def test_closing_ends_the_engines_threads():
+    def threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("counts threads through /proc")
+    before = threads()
+    env = make_env(EnvConfig(id="ALE/Breakout-v5", num_envs=8, backend="ale"))
+    assert threads() >= before + 8
+    env.close()
+    assert threads() <= before + 1

@@ -18,8 +18,12 @@ What differs from gymnasium's envs, and why it does not change what is learned
   end is terminal, so no value is bootstrapped from it;
 - seeds: the same seed gives other no-op counts and sticky actions (ALE's C++ generator, not
   numpy's), from the same distributions;
-- the 108k-frame limit (`max_num_frames_per_episode`) counts the frames of agent steps only,
-  not the reset's FIRE and no-ops (at most `noop_max` frames later).
+- the 108k-frame limit (`max_num_frames_per_episode`; 0 or null: none) is counted here and
+  truncates at the end of the agent step that reaches it, with that step's observation as the
+  final one; ALE's own limit would stop inside the frame skip and pool a stale frame into it
+  (a truncation is bootstrapped from its final observation). gymnasium's ALE ends at the same
+  step but does not play the limit's own frame, so the final observations differ by it;
+- seeds from 2**31 on are taken modulo 2**31 (ALE's C++ seeds are int32, negative: unseeded).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ KWARGS = ("repeat_action_probability", "full_action_space", "max_num_frames_per_
 `frameskip`/`obs_type`, which the preprocessing sets itself)."""
 
 _IGNORED = ("game", "frameskip", "obs_type")
+UNLIMITED = 2**31 - 1
+"""The engine's own frame limit, out of reach: `AleRows` truncates at `max_frames` itself."""
 
 
 MIN_VERSION = (0, 12)
@@ -83,6 +89,12 @@ def unsupported(cfg: EnvConfig) -> str | None:
     other = sorted(set(cfg.kwargs) - set(KWARGS) - set(_IGNORED))
     if other:
         return f"take env.kwargs.{other[0]} (it takes {', '.join(KWARGS)})"
+    sticky = cfg.kwargs.get("repeat_action_probability", 0.25)
+    if not isinstance(sticky, int | float) or not 0.0 <= sticky <= 1.0:
+        return f"take env.kwargs.repeat_action_probability={sticky} (a probability, 0 to 1)"
+    frames = cfg.kwargs.get("max_num_frames_per_episode", 108_000)
+    if frames is not None and not isinstance(frames, int):
+        return f"take env.kwargs.max_num_frames_per_episode={frames} (frames: an integer)"
     return None
 
 
@@ -107,23 +119,26 @@ def make_ale(cfg: EnvConfig, num_envs: int) -> AleRows:
         reward_clipping=False, use_fire_reset=False,  # FIRE for a frame skip: AleRows.serve
         repeat_action_probability=float(kw.get("repeat_action_probability", 0.25)),
         full_action_space=bool(kw.get("full_action_space", False)),
-        max_num_frames_per_episode=int(kw.get("max_num_frames_per_episode", 108_000)))
+        max_num_frames_per_episode=UNLIMITED)  # the limit is counted here: AleRows.max_frames
+    frames = kw.get("max_num_frames_per_episode", 108_000)
     return AleRows(str(kw["game"]), num_envs, settings, cfg.max_episode_steps,
-                   fire=a.fire_reset)
+                   fire=a.fire_reset, max_frames=int(frames) if frames and frames > 0 else None)
 
 
 class AleRows(gym.vector.VectorEnv):
     """`num_envs` one-row `AtariVectorEnv`s of `game` built with `settings`, seen as one
     SAME_STEP vector env: per-row observations `[size, size]` (or `[size, size, 3]`), float
-    rewards (the game's score), `info["lives"]`; `max_steps` agent steps truncate an episode
-    (None: only the engine's frame limit); `fire`: FIRE after a lost life where the game has it.
+    rewards (the game's score), `info["lives"]`; `max_steps` agent steps or `max_frames`
+    emulator frames (the episode's, no-ops included) truncate an episode at the end of the step
+    that reaches them (None: no limit); `fire`: FIRE after resets and lost lives where the game
+    has it.
     """
 
     def __init__(self, game: str, num_envs: int, settings: dict[str, Any],
-                 max_steps: int | None, fire: bool = True):
+                 max_steps: int | None, fire: bool = True, max_frames: int | None = None):
         from ale_py.vector_env import AtariVectorEnv
 
-        self.num_envs, self.max_steps = num_envs, max_steps
+        self.num_envs, self.max_steps, self.max_frames = num_envs, max_steps, max_frames
         self.rows = [AtariVectorEnv(game, 1, num_threads=1, autoreset_mode="SameStep",
                                     **settings) for _ in range(num_envs)]
         first = self.rows[0]
@@ -139,6 +154,7 @@ class AleRows(gym.vector.VectorEnv):
         self.metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
         self._lives = np.zeros(num_envs, np.int64)
         self._steps = np.zeros(num_envs, np.int64)
+        self._frames = np.zeros(num_envs, np.int64)  # each row's episode frame count
 
     capture_problem = "ale-py's vector env keeps its games' state in C++, where it is not saved"
     """Why `resume=` cannot continue these episodes (`envs/snapshot.py` asks)."""
@@ -146,7 +162,7 @@ class AleRows(gym.vector.VectorEnv):
     def reset(self, *, seed: int | Sequence[int] | None = None,
               options: dict | None = None) -> tuple[np.ndarray, dict]:
         seeds = None if seed is None else row_seeds(seed, self.num_envs)
-        outs = [row.reset(seed=None if seeds is None else int(seeds[i]))
+        outs = [row.reset(seed=None if seeds is None else int(seeds[i]) % 2**31)
                 for i, row in enumerate(self.rows)]
         obs = np.stack([o[0][0, 0] for o in outs])
         self._lives[:] = [int(o[1]["lives"][0]) for o in outs]
@@ -162,6 +178,7 @@ class AleRows(gym.vector.VectorEnv):
         for i, o in zip(ids, self._exchange(ids, np.full(len(ids), self.fire_action)),
                         strict=True):
             obs[i], lives[i] = o[0][0, 0], int(o[4]["lives"][0])
+            self._frames[i] = int(o[4]["episode_frame_number"][0])
 
     def _exchange(self, ids: np.ndarray, actions: np.ndarray) -> list[tuple]:
         """Step rows `ids` side by side with `actions` (one each): their raw results."""
@@ -171,23 +188,22 @@ class AleRows(gym.vector.VectorEnv):
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                   np.ndarray, dict]:
-        n = self.num_envs
-        out = self._exchange(np.arange(n), np.asarray(actions).reshape(n))
-        obs = np.stack([o[0][0, 0] for o in out])
-        reward = np.array([float(o[1][0]) for o in out])
-        terminated = np.array([bool(o[2][0]) for o in out])
-        truncated = np.array([bool(o[3][0]) for o in out])
-        lives = np.array([int(o[4]["lives"][0]) for o in out])
-        final = {i: o[4]["final_obs"][0, 0] for i, o in enumerate(out) if "final_obs" in o[4]}
-        lost = np.flatnonzero((lives < self._lives) & ~(terminated | truncated))
-        if self.fire_action is not None and len(lost):  # the game waits for FIRE to serve
-            for i, o in zip(lost, self._exchange(lost, np.full(len(lost), self.fire_action)),
-                            strict=True):
-                obs[i], lives[i] = o[0][0, 0], int(o[4]["lives"][0])
-                reward[i] += float(o[1][0])
-                terminated[i], truncated[i] = bool(o[2][0]), bool(o[3][0])
-                if "final_obs" in o[4]:
-                    final[i] = o[4]["final_obs"][0, 0]
+        n, actions = self.num_envs, np.asarray(actions).reshape(self.num_envs)
+        if ((actions < 0) | (actions >= self.single_action_space.n)).any():  # C++ would hang
+            raise ValueError(f"actions {actions.tolist()} outside {self.single_action_space}")
+        rows = [self._row(o) for o in self._exchange(np.arange(n), actions)]
+        for i in np.flatnonzero([r[5] < last for r, last in zip(rows, self._lives, strict=True)]):
+            if self.fire_action is not None and not (rows[i][2] or rows[i][3]):
+                # the game waits for FIRE to serve: pressed within this step, its reward added
+                (more,) = self._exchange([i], [self.fire_action])
+                again = self._row(more)
+                rows[i] = (again[0], rows[i][1] + again[1], *again[2:])
+        obs = np.stack([r[0] for r in rows])
+        reward = np.array([r[1] for r in rows])
+        terminated, truncated = (np.array([r[k] for r in rows]) for k in (2, 3))
+        final = {i: r[4] for i, r in enumerate(rows) if r[4] is not None}
+        lives = np.array([r[5] for r in rows])
+        self._frames[:] = [r[6] for r in rows]
         self._steps += 1
         self._truncate(obs, terminated, truncated, lives, final)
         done = terminated | truncated
@@ -202,17 +218,31 @@ class AleRows(gym.vector.VectorEnv):
             info.update(final_obs=final_obs, _final_obs=done)
         return obs, reward, terminated, truncated, info
 
+    @staticmethod
+    def _row(out: tuple) -> tuple:
+        """One row's engine result as (obs, reward, terminated, truncated, final obs or None,
+        lives, episode frame number)."""
+        obs, reward, terminated, truncated, info = out
+        final = info["final_obs"][0, 0] if "final_obs" in info else None
+        return (obs[0, 0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), final,
+                int(info["lives"][0]), int(info["episode_frame_number"][0]))
+
     def _truncate(self, obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
                   lives: np.ndarray, final: dict[int, np.ndarray]) -> None:
-        """Rows at `max_steps` agent steps whose game goes on: truncated, their observation kept
-        as the final one and the row reset (in place)."""
-        if self.max_steps is None:
-            return
-        for i in np.flatnonzero((self._steps >= self.max_steps) & ~(terminated | truncated)):
+        """Rows at `max_steps` agent steps or `max_frames` frames whose game goes on: truncated,
+        their observation kept as the final one and the row reset (in place)."""
+        over = np.zeros(self.num_envs, bool)
+        if self.max_steps is not None:
+            over |= self._steps >= self.max_steps
+        if self.max_frames is not None:
+            over |= self._frames >= self.max_frames
+        for i in np.flatnonzero(over & ~(terminated | truncated)):
             final[i] = obs[i].copy()
             o, info = self.rows[i].reset()
             obs[i], lives[i], truncated[i] = o[0, 0], int(info["lives"][0]), True
 
     def close(self, **kwargs: Any) -> None:
-        for row in self.rows:
+        """Close the engines and drop them: their C++ threads end with the objects."""
+        rows, self.rows = self.rows, []
+        for row in rows:
             row.close()
