@@ -129,12 +129,13 @@ TASKS: dict[tuple[str, str], Task] = {
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
     ("tqc", "Hopper-v5"): Task(100_000, 1000.0, beat_sb3=True, preset="tqc_hopper",
-        note="rltrain's seed 0 with the eager update beside other jobs, seeds 1-4 compiled "
-             "(compile=auto, 2026-11-28; seeds 3-4 with denormals flushed); one update "
-             "checked equal to SB3-contrib's on the same weights, batch and noise "
-             "(benchmarks/results/README.md)",
-        time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
-                   "equal settings)"),
+        note="rltrain's preset since 2026-11-28: RL-Zoo's entry with rltrain's SAC Hopper "
+             "lessons (128x128, 2 gradient steps per env step, critic lr 1e-3), compiled; "
+             "RL-Zoo's own values gave 593.4, 655.0, 1840.2, 725.7, 745.0 (median 725.7), SB3's "
+             "tanh correction over them 723.5, 1076.9, 836.3, 2018.1 (benchmarks/results/"
+             "README.md); one update checked equal to SB3-contrib's on the same weights, batch "
+             "and noise",
+        time_floor="not tried: lighter than SAC Hopper's preset"),
     ("tqc", "HalfCheetah-v5"): Task(100_000, 3000.0, beat_sb3=True, preset="tqc_halfcheetah",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings)"),

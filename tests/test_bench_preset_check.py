@@ -26,8 +26,8 @@ that page holds about them."""
 NEVER_RUN = {
     "dqn_atari": "RL-Zoo's 1e7 agent steps with 1M of exploration: no budget that runs here in "
                  "hours gets past its exploration; not measured yet",
-    **{f"tqc_{env}": "RL-Zoo's tqc.yml values and budget (1M), added with TQC; not measured yet"
-       for env in ("hopper", "halfcheetah")},
+    "tqc_halfcheetah": "RL-Zoo's tqc.yml values and budget (1M), added with TQC; not measured "
+                       "yet",
     "qrdqn_lunarlander": "RL-Zoo's qrdqn.yml values and budget (LunarLander-v2's), added with "
                          "QR-DQN; not measured yet",
     "trpo_hopper": "RL-Zoo's trpo.yml values and budget (1M), added with TRPO; not measured yet",
