@@ -96,7 +96,8 @@ def _imported_modules(path: Path) -> set[str]:
     return names
 
 
-SHARED = ("__init__.py", "base.py", "optim.py", "off_policy_steps.py", "draws.py", "steps.py",
+SHARED = ("__init__.py", "base.py", "optim.py", "seed_optim.py", "off_policy_steps.py", "draws.py",
+          "steps.py",
           "compiled.py",
           "natural_gradient.py")
 """The modules of algos/ that are not an algorithm: what the algorithms share."""
