@@ -60,6 +60,12 @@ class Task:
     side (another engine) beside the same SB3 runs, not re-run."""
 
 
+BREAKOUT_FLOOR = ("products 0.25 (update_floor.md: the Nature CNN's convolutions and products, "
+                  "71% of the update, timed 2026-11-27 beside one other benchmark, against SB3's "
+                  "seconds of 2026-11-24); the update, not the envs, is most of the run, so a "
+                  "faster engine saves ~1/5 at most (env_engines.md); not re-run (25 min a seed "
+                  "a side)")
+
 # (algo, env id) -> Task. The issue's table, then the CartPole / Pendulum rows kept from before.
 TASKS: dict[tuple[str, str], Task] = {
     ("sac", "HalfCheetah-v5"): Task(100_000, 3000.0, beat_sb3=True, preset="sac_halfcheetah"),
@@ -98,19 +104,17 @@ TASKS: dict[tuple[str, str], Task] = {
     ("ppo", "ALE/Breakout-v5"): Task(250_000, 8.0, preset="ppo_atari",
                                      env_overrides=("env.id=ALE/Breakout-v5",),
                                      note="1M frames = 250k agent steps (frame skip 4)",
-                                     time_floor="products 0.25 (update_floor.md: the Nature CNN's "
-                                     "convolutions and products, 71% of the update, timed 2026-11-27 "
-                                     "beside one other benchmark, against SB3's seconds of "
-                                     "2026-11-24); the update, not the envs, is most of the run, so "
-                                     "a faster engine saves ~1/5 at most (env_engines.md); not re-run "
-                                     "(25 min a seed a side)"),
+                                     time_floor=BREAKOUT_FLOOR),
     # issue 56: the same row with ale-py's C++ engine stepping the envs (env.backend=ale)
     ("ppo_ale", "ALE/Breakout-v5"): Task(250_000, 8.0, algo="ppo", preset="ppo_atari",
                                          env_overrides=("env.id=ALE/Breakout-v5",),
                                          overrides=("env.backend=ale",),
                                          sb3_from="ppo:ALE/Breakout-v5",
-                                         note="the row above on ale-py's C++ engine; SB3: "
-                                              "that row's runs"),
+                                         note="the row above on ale-py's C++ engine "
+                                              "(2026-11-28, beside one or two other jobs); "
+                                              "its reset takes 0-29 no-ops then FIRE, the "
+                                              "row above's 1-30; SB3: that row's runs",
+                                         time_floor=BREAKOUT_FLOOR),
     ("ppo", "CartPole-v1"): Task(100_000, 475.0),
     ("ppo", "Pendulum-v1"): Task(100_000, -200.0),
     ("sac", "Pendulum-v1"): Task(20_000, -200.0),
