@@ -129,7 +129,9 @@ TASKS: dict[tuple[str, str], Task] = {
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
     ("qrdqn", "LunarLander-v3"): Task(100_000, 100.0, beat_sb3=True, preset="qrdqn_lunarlander",
-        note="the DQN row's floor (RL-Zoo publishes no QR-DQN LunarLander figure)",
+        note="the DQN row's floor (RL-Zoo publishes no QR-DQN LunarLander figure); rltrain's "
+             "seeds 0-1 compiled beside two to three other jobs (2026-11-28), seed 2 stopped "
+             "unfinished; SB3-contrib's not run yet",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
     ("tqc", "Hopper-v5"): Task(100_000, 1000.0, beat_sb3=True, preset="tqc_hopper",

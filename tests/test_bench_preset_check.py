@@ -28,8 +28,6 @@ NEVER_RUN = {
                  "hours gets past its exploration; not measured yet",
     "tqc_halfcheetah": "RL-Zoo's tqc.yml values and budget (1M), added with TQC; not measured "
                        "yet",
-    "qrdqn_lunarlander": "RL-Zoo's qrdqn.yml values and budget (LunarLander-v2's), added with "
-                         "QR-DQN; not measured yet",
     "trpo_hopper": "RL-Zoo's trpo.yml values and budget (1M), added with TRPO; not measured yet",
     **{f"crossq_{env}": "RL-Zoo's crossq.yml values and budget, added with CrossQ; not "
                         "measured yet" for env in ("pendulum", "hopper", "halfcheetah")},
