@@ -177,8 +177,7 @@ class AleRows(gym.vector.VectorEnv):
             return
         for i, o in zip(ids, self._exchange(ids, np.full(len(ids), self.fire_action)),
                         strict=True):
-            obs[i], lives[i] = o[0][0, 0], int(o[4]["lives"][0])
-            self._frames[i] = int(o[4]["episode_frame_number"][0])
+            obs[i], _, _, _, _, lives[i], self._frames[i] = self._row(o)
 
     def _exchange(self, ids: np.ndarray, actions: np.ndarray) -> list[tuple]:
         """Step rows `ids` side by side with `actions` (one each): their raw results."""
@@ -192,10 +191,13 @@ class AleRows(gym.vector.VectorEnv):
         if ((actions < 0) | (actions >= self.single_action_space.n)).any():  # C++ would hang
             raise ValueError(f"actions {actions.tolist()} outside {self.single_action_space}")
         rows = [self._row(o) for o in self._exchange(np.arange(n), actions)]
-        for i in np.flatnonzero([r[5] < last for r, last in zip(rows, self._lives, strict=True)]):
-            if self.fire_action is not None and not (rows[i][2] or rows[i][3]):
-                # the game waits for FIRE to serve: pressed within this step, its reward added
-                (more,) = self._exchange([i], [self.fire_action])
+        lost = [i for i, (r, last) in enumerate(zip(rows, self._lives, strict=True))
+                if r[5] < last and not (r[2] or r[3])]
+        if self.fire_action is not None and lost:
+            # the game waits for FIRE to serve: pressed within this step (the rows side by
+            # side), its reward added
+            for i, more in zip(lost, self._exchange(lost, [self.fire_action] * len(lost)),
+                               strict=True):
                 again = self._row(more)
                 rows[i] = (again[0], rows[i][1] + again[1], *again[2:])
         obs = np.stack([r[0] for r in rows])
