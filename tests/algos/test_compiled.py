@@ -172,13 +172,18 @@ def test_a_compiled_update_takes_a_new_graph_for_each_new_signature(tmp_path):
     algo = Scaler()
     compiled.use(algo, tmp_path / "cache")
     ones = torch.ones(3)
+    # every other element of a longer tensor: ones' shape, other strides (the graph was made
+    # reading contiguous memory, and it no longer checks sizes and strides itself)
+    strided = torch.arange(6.0)[::2]
     calls = [(ones, False, 3.0), (ones, False, 3.0), (ones, True, 6.0), (ones, False, 3.0),
              (torch.ones(4), False, 3.0), (ones, True, 6.0)]
     for x, double, value in calls:
         assert torch.equal(algo.graph(x, double), torch.full_like(x, value)), (x.shape, double)
+    for _ in range(2):
+        assert torch.equal(algo.graph(strided, False), torch.tensor([0.0, 6.0, 12.0]))
     algo.weight.fill_(5.0)  # changed in place, as an optimizer step changes parameters
     assert torch.equal(algo.graph(ones, True), torch.full((3,), 10.0))
-    assert algo.graph is not None and len(algo.graph.seen) == 3
+    assert algo.graph is not None and len(algo.graph.seen) == 4
     # the three compiles' seconds, once, for the progress to leave out of its speed
     assert compiled.take_compile_seconds(algo) > 0.0
     assert compiled.take_compile_seconds(algo) == 0.0
@@ -200,13 +205,14 @@ def test_runs_after_the_eighth_in_one_process_still_compile(tmp_path):
 @pytest.mark.parametrize("a,b", [
     ((torch.ones(3), True), (torch.ones(3), False)),
     ((torch.ones(3),), (torch.ones(4),)),
+    ((torch.ones(3),), (torch.ones(6)[::2],)),
     ((torch.ones(3),), (torch.ones(3, dtype=torch.float64),)),
     ((torch.ones(3),), (torch.ones(3, requires_grad=True),)),
     ((TransitionBatch(*[torch.ones(2)] * 5),), (TransitionBatch(*[torch.ones(2)] * 4,
                                                                 torch.ones(3)),)),
     (({"a": torch.ones(2)},), ({"b": torch.ones(2)},)),
     ((None,), ((),)),
-], ids=["flag", "shape", "dtype", "grad", "batch_field", "dict_key", "none_or_empty"])
+], ids=["flag", "shape", "strides", "dtype", "grad", "batch_field", "dict_key", "none_or_empty"])
 def test_the_signature_tells_apart_what_a_graph_is_made_for(a, b):
     assert compiled.signature(a) != compiled.signature(b)
     assert compiled.signature(a) == compiled.signature(tuple(
