@@ -113,8 +113,9 @@ SBX_EXTRAS := bench,sbx,mujoco
 $(SBX_STAMP): pyproject.toml
 	$(call own_venv,$(SBX_VENV),$(SBX_EXTRAS))
 
-bench-sbx: $(SBX_STAMP)  ## rltrain (eager and compiled), SB3 and SBX on the same hyperparameters, interleaved: benchmarks/results/equal_work.{json,md} (own venv: .venv-sbx)
+bench-sbx: $(SBX_STAMP)  ## rltrain (eager and compiled), SB3 and SBX on the same hyperparameters, interleaved: benchmarks/results/equal_work.{json,md}, then one DQN gradient step on each, taken apart: dqn_step.{json,md} (own venv: .venv-sbx)
 	$(SBX_VENV)/bin/python benchmarks/equal_work.py --out benchmarks/results $(ARGS)
+	$(SBX_VENV)/bin/python benchmarks/dqn_step.py --out benchmarks/results
 
 test-all: install       ## everything, slow learning checks included, 100 damaged checkpoints
 	RLTRAIN_FUZZ_EXAMPLES=100 $(BIN)/python -m pytest -q $(ARGS)

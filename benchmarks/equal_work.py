@@ -141,7 +141,8 @@ def markdown(results: dict[str, Any]) -> str:
              "",
              "`make bench-sbx` (`benchmarks/equal_work.py`): training seconds, median over rounds "
              "[per round]; one torch thread, one gymnasium env, no evaluation; rltrain compiled: "
-             "compile from an empty cache included (and shown apart); SBX: its JIT included.",
+             "compile from an empty cache included (and shown apart); SBX: its JIT included. "
+             "One DQN gradient step of each, taken apart: `dqn_step.md`.",
              "",
              "| row | rltrain eager | rltrain compiled, first run (compile) | rltrain compiled, "
              "later runs (compile) | SB3 | SBX | compiled / SBX: first, later |",

@@ -134,6 +134,9 @@ TASKS: dict[tuple[str, str], Task] = {
              "unfinished; SB3-contrib's not run yet",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
+    ("pqn", "LunarLander-v3"): Task(2_000_000, 200.0, preset="pqn_lunarlander",
+        note="SB3 has no PQN; set against the DQN row on time to the same return in "
+             "pqn_vs_dqn.md"),
     ("tqc", "Hopper-v5"): Task(100_000, 1000.0, beat_sb3=True, preset="tqc_hopper",
         note="rltrain's preset since 2026-11-28: RL-Zoo's entry with rltrain's SAC Hopper "
              "lessons (128x128, 2 gradient steps per env step, critic lr 1e-3), compiled; "

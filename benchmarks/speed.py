@@ -5,8 +5,8 @@
     python benchmarks/speed.py --budget full               # train the whole budgets (slower)
 
 Per task and seed: env steps and training seconds until the first evaluation reaches the
-threshold (evaluated every 2,000 env steps with 5 deterministic episodes, evaluation time off the
-clock), the final return, steps/s. rltrain runs its tuned preset (`conf/tuned/`); when
+threshold (evaluated every 2,000 env steps, a long run's as `EVAL_EVERY` says, with 5
+deterministic episodes, evaluation time off the clock), the final return, steps/s. rltrain runs its tuned preset (`conf/tuned/`); when
 stable-baselines3 is installed (`pip install "rltrain[bench]"`) the same task and seed runs right
 after it with RL-Zoo's hyperparameters (`sb3_side.py`), so both see the same machine load, and the
 table gives the ratio rltrain / SB3 of the median time to threshold. A run whose final eval falls
@@ -48,7 +48,15 @@ TASKS: dict[tuple[str, str], float] = {
     ("dqn", "CartPole-v1"): 475.0,
     # issue 55: PQN against DQN's row on time to the same return (SB3 has no PQN: rltrain only)
     ("pqn", "CartPole-v1"): 475.0,
+    ("dqn", "LunarLander-v3"): 200.0,
+    ("pqn", "LunarLander-v3"): 200.0,
 }
+EVAL_EVERY: dict[tuple[str, str], int] = {
+    ("dqn", "LunarLander-v3"): 10_000,  # ~25 s of training apart: its 100k steps, 10 evaluations
+    ("pqn", "LunarLander-v3"): 100_000,  # ~15 s apart: its 2M steps at ~6k steps/s, 20
+}
+"""Env steps between a task's evaluations where 2,000 (the default) would evaluate a long run
+thousands of times (off the clock, but hours of wall time)."""
 TARGET_RATIO = 0.33
 EXTRA_EVALS = 2  # `until_solved`: evaluations after the first solved one
 
@@ -58,7 +66,8 @@ def run_task(algo: str, env: str, seed: int, budget: str, sb3: bool) -> list[dic
     threshold = TASKS[(algo, env)]
     extra = EXTRA_EVALS if budget == "until_solved" else None
     rows = []
-    ours = rltrain_side.time_to_threshold(algo, env, seed, threshold, [], extra_evals=extra)
+    ours = rltrain_side.time_to_threshold(algo, env, seed, threshold, [], extra_evals=extra,
+                                          eval_every=EVAL_EVERY.get((algo, env), 2000))
     rows.append({"side": "rltrain", "algo": algo, "env": env, "seed": seed, **ours})
     if sb3 and (algo, env) in sb3_side.RL_ZOO:
         theirs = sb3_side.run_sb3(algo, env, seed, threshold, extra_evals=EXTRA_EVALS,
