@@ -149,7 +149,7 @@ class SAC:
     def act(self, obs: torch.Tensor, global_step: int) -> torch.Tensor:
         """A sample of the squashed-Gaussian policy, in [-1, 1] (gSDE: with the held noise)."""
         if self.noise_clock is None:
-            return self.actor(obs, noise=self._noise(env_rows(obs, self.actor)))[0]
+            return self.actor.act(obs, False, self._noise(env_rows(obs, self.actor)))
         if self.noise_clock.tick():
             self.actor.sde.resample(obs_ops.rows(obs))
         return self.actor.explore(obs)

@@ -101,6 +101,17 @@ def test_squashed_actor_deterministic_action_is_tanh_of_mean():
     assert not torch.equal(actor.act(obs, deterministic=False), torch.tanh(mean))
 
 
+def test_acting_samples_the_action_the_training_pass_samples_from_the_same_draws():
+    """`act` skips the log-probability but not the sample: from the same ε it returns exactly
+    the action `forward` (the update's pass) returns, σ and all."""
+    torch.manual_seed(0)
+    actor, obs = SquashedGaussianActor(flat(3, [16]), 2), torch.randn(8, 3)
+    noise = torch.randn(8, 2)
+    assert torch.equal(actor.act(obs, False, noise), actor(obs, noise=noise)[0])
+    mean, log_std = actor.dist_params(obs)
+    torch.testing.assert_close(actor.act(obs, False, noise),
+                               torch.tanh(mean + log_std.exp() * noise))
+
 def test_squashed_actor_log_std_is_clamped_to_its_bounds():
     actor = SquashedGaussianActor(flat(3, [16]), 1, log_std_min=-2.0, log_std_max=0.5)
     torch.nn.init.constant_(actor.log_std.bias, 100.0)
