@@ -21,6 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_io import report  # noqa: E402
+
 OBS, ACTIONS, HIDDEN, BATCH, BURST = 4, 2, 256, 64, 128
 
 
@@ -142,12 +145,7 @@ def main() -> None:
                                                         key=lambda kv: -kv[1])]
     lines += ["", "A matrix product of the step's largest shape alone:", ""]
     lines += [f"- {k[:-4]}: {v:.1f} µs" for k, v in ours.items() if k.startswith("mm ")]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out, "dqn_step.md").write_text(text)
-        Path(args.out, "dqn_step.json").write_text(json.dumps({"rltrain": ours, "sbx": theirs},
-                                                              indent=1))
+    report("dqn_step", {"rltrain": ours, "sbx": theirs}, "\n".join(lines) + "\n", args.out)
 
 
 if __name__ == "__main__":

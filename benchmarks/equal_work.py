@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from results_io import report  # noqa: E402
 
 # row -> (env steps, SB3/SBX constructor kwargs, the same for rltrain as overrides)
 ROWS: dict[str, tuple[int, dict[str, Any], list[str]]] = {
@@ -66,7 +68,6 @@ WARM = "rltrain_warm"
 
 def run_rltrain(row: str, seed: int, compiled: bool, cache: str) -> dict[str, float]:
     """rltrain's `Runner` on the row's overrides (no preset), training seconds and compile."""
-    sys.path.insert(0, str(HERE))
     from rltrain_side import timed_run
 
     from rltrain.config.compose import compose_train_config
@@ -186,11 +187,7 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     results = measure(args.rows, args.rounds, args.sides)
-    text = markdown(results)
-    print(text)
-    if args.out:
-        Path(args.out, "equal_work.json").write_text(json.dumps(results, indent=1))
-        Path(args.out, "equal_work.md").write_text(text)
+    report("equal_work", results, markdown(results), args.out)
 
 
 if __name__ == "__main__":

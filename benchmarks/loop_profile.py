@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from results_io import report  # noqa: E402
+
 # case -> overrides on top of the algorithm's and env's defaults (no tuned preset)
 CASES: dict[str, list[str]] = {
     "dqn:CartPole-v1": ["algo=dqn", "env=CartPole-v1", "algo.hidden_sizes=[256,256]"],
@@ -172,11 +175,7 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     results = measure(args.steps, args.rounds, ["", *args.code])
-    text = markdown(results, args.steps)
-    print(text)
-    if args.out:
-        Path(args.out, "loop_profile.json").write_text(json.dumps(results, indent=1))
-        Path(args.out, "loop_profile.md").write_text(text)
+    report("loop_profile", results, markdown(results, args.steps), args.out)
 
 
 if __name__ == "__main__":

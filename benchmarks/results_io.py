@@ -1,0 +1,16 @@
+"""What a benchmark prints and saves at its end: its table on the console and, with `--out DIR`,
+`DIR/<name>.md` and `DIR/<name>.json` (the data the table was made from)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def report(name: str, data: Any, text: str, out: str | Path | None) -> None:
+    """Print `text`; with `out`, write it to `<out>/<name>.md` and `data` to `<name>.json`."""
+    print(text)
+    if out:
+        Path(out, f"{name}.md").write_text(text)
+        Path(out, f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
