@@ -107,7 +107,7 @@ def _cache_in(folder: Path) -> Iterator[None]:
 
 OPTIONS = {"size_asserts": False}
 """Inductor's settings for the update's graph. Its generated code checked every input's sizes and
-strides on each call (~40 checks, ~30 µs of DQN CartPole's ~0.65 ms step, measured 2026-11-29);
+strides on each call (~40 checks, ~30 µs of DQN CartPole's ~0.70 ms step, measured 2026-11-28);
 `signature` holds each tensor's shape and strides, and a call of an unseen signature runs all of
 dynamo's guards (which compile a new graph for other strides), so what they checked cannot
 differ."""
