@@ -695,3 +695,27 @@ def test_a_torchrun_resume_checks_against_the_runs_own_preset(tmp_path, monkeypa
         monkeypatch.setenv(name, value)
     assert_refused(run_cli(["resume=p", "total_timesteps=512", "env.num_envs=4"], tmp_path,
                            monkeypatch, capfd), 2, "(env.num_envs: 8 -> 4)")
+
+
+def test_a_command_run_in_this_process_leaves_no_log_handler_into_its_run_folder(
+        tmp_path, monkeypatch, capfd):
+    """Hydra's job logging adds a `train.log` handler to the root logger and left it there:
+    in a process that goes on after `rltrain`'s `main()` (a notebook, this test suite) the next
+    run's lines went into the last run's `train.log`, and the next run failed
+    (FileNotFoundError) once that folder had been deleted."""
+    import shutil
+
+    from tests.e2e.harness import run_cli
+
+    level = logging.getLogger().level
+    first = tmp_path / "first"
+    done = run_cli([*TINY, f"hydra.run.dir={first}"], tmp_path, monkeypatch, capfd)
+    assert done.rc == 0, done.describe()
+    assert "done: 64 env steps" in (first / "train.log").read_text()
+    into_first = [h for h in logging.getLogger().handlers
+                  if str(first) in str(getattr(h, "baseFilename", ""))]
+    assert not into_first and logging.getLogger().level == level
+    shutil.rmtree(first)
+    train(TINY, run_dir=tmp_path / "second")  # raised FileNotFoundError from the old handler
+    assert not first.exists()
+    assert "done: 64 env steps" in (tmp_path / "second" / "train.log").read_text()

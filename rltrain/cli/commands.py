@@ -16,6 +16,7 @@ from rltrain.cli.exit import EXIT_TRAINING, debug, fail
 from rltrain.cli.train import train_command
 from rltrain.envs.trust import NamedCode, named_code
 from rltrain.errors import TrainingError, UserError
+from rltrain.loggers.run_log import root_handlers_kept
 
 
 def main() -> None:
@@ -24,6 +25,12 @@ def main() -> None:
     # a log file that cannot be written (a full disk) must not print logging's own tracebacks:
     # the run reports the failure itself, in one line
     logging.raiseExceptions = False
+    with root_handlers_kept():
+        _dispatch(argv)
+
+
+def _dispatch(argv: list[str]) -> None:
+    """The command `argv` names, its errors as one line and an exit code."""
     try:
         if argv[:1] == ["eval"]:
             eval_command(argv[1:])

@@ -48,6 +48,24 @@ def log_to(path: Path) -> Iterator[None]:
         handler.close()
 
 
+@contextlib.contextmanager
+def root_handlers_kept() -> Iterator[None]:
+    """The root logger's level as before the block, and the handlers added to it meanwhile
+    removed and closed. Hydra's job logging adds a console and a `train.log` handler to the
+    root logger and leaves them there: harmless in the `rltrain` process, which ends with the
+    command, but a process that goes on after `main()` (a notebook, a test suite) wrote its
+    next run's lines into the last run's `train.log`, and failed once that folder was gone."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+            handler.close()
+        root.setLevel(level)
+
+
 def _disabled_loggers(name: str) -> list[logging.Logger]:
     """The logger `name` and those below it that are disabled (what `dictConfig` does to the
     loggers that exist when it runs and that its config does not name)."""
