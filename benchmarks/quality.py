@@ -130,8 +130,8 @@ TASKS: dict[tuple[str, str], Task] = {
                    "equal settings); no lighter preset measured"),
     ("qrdqn", "LunarLander-v3"): Task(100_000, 100.0, beat_sb3=True, preset="qrdqn_lunarlander",
         note="the DQN row's floor (RL-Zoo publishes no QR-DQN LunarLander figure); rltrain's "
-             "seeds 0-1 compiled beside two to three other jobs (2026-11-28), seed 2 stopped "
-             "unfinished; SB3-contrib's not run yet",
+             "seeds compiled beside two to four other jobs (2026-11-28); SB3-contrib's seed 0 "
+             "ran over 45 CPU-minutes without finishing: not run yet",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
     ("pqn", "LunarLander-v3"): Task(2_000_000, 200.0, preset="pqn_lunarlander",
