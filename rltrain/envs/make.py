@@ -11,7 +11,7 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode
 
 from rltrain.envs.atari import ale_kwargs, preprocessing, wrap_frames
 from rltrain.envs.atari_vec import ATARI_VEC_WRAPPERS, wrap_atari_vec
@@ -28,6 +28,7 @@ from rltrain.envs.custom import (
 from rltrain.envs.engines.ale import make_ale
 from rltrain.envs.engines.choice import choose
 from rltrain.envs.engines.envpool import make_envpool
+from rltrain.envs.engines.sync import SyncSameStep
 from rltrain.envs.frame_stack import VectorFrameStack
 from rltrain.envs.native import make_native
 from rltrain.envs.normalize import NormalizeObs, ScaleReward, normalized_entries
@@ -94,7 +95,7 @@ def _make_vec(cfg: EnvConfig, device: torch.device | str, n: int) -> VecEnv:
 def _gym_vector(cfg: EnvConfig, n: int) -> gym.vector.VectorEnv:
     """`n` gymnasium envs of `cfg` in one vector env (SAME_STEP autoreset)."""
     fns = [partial(make_one_env, cfg) for _ in range(n)]
-    vec_cls = AsyncVectorEnv if cfg.vectorization == "async" else SyncVectorEnv
+    vec_cls = AsyncVectorEnv if cfg.vectorization == "async" else SyncSameStep
     return vec_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
 
 

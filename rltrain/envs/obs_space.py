@@ -27,7 +27,7 @@ def array_tensor(array: Any, dtype: type, device: torch.device) -> torch.Tensor:
     first, where `as_tensor` would warn or fail.
     """
     a = np.asarray(array, dtype=dtype)
-    if not a.flags.writeable or any(stride < 0 for stride in a.strides):
+    if not a.flags.writeable or min(a.strides, default=0) < 0:
         a = a.copy()
     tensor = torch.from_numpy(a)
     return tensor if device.type == "cpu" else tensor.to(device)

@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rltrain.envs.engines.sync import SyncSameStep
 from rltrain.envs.vec_env import GymVecEnv
 from rltrain.obs import Obs
 from rltrain.types import StepResult
@@ -149,11 +150,11 @@ class RowTag(gym.Wrapper):
             raise
 
 
-def row_engine(make_one: Callable[[], gym.Env], rows: int) -> gym.vector.SyncVectorEnv:
+def row_engine(make_one: Callable[[], gym.Env], rows: int) -> SyncSameStep:
     """The shared gymnasium engine: `rows` envs of `make_one` (SAME_STEP autoreset, as a
     single run's), each under its `RowTag`."""
     fns = [(lambda row=i: RowTag(make_one(), row)) for i in range(rows)]
-    return gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return SyncSameStep(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
 class RowView:

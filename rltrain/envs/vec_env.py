@@ -127,6 +127,9 @@ class GymVecEnv:
             self._bounded = np.isfinite(low) & np.isfinite(high)
             self._low = np.where(self._bounded, low, 0.0)
             self._half_range = np.where(self._bounded, (high - low) / 2.0, 1.0)
+            self._all_bounded = bool(self._bounded.all())
+        space = venv.single_action_space
+        self._action_start = int(space.start) if isinstance(space, gym.spaces.Discrete) else 0
 
     def _obs(self, arrays: list[np.ndarray]) -> Obs:
         """The observation tensor(s) of the entries' batched `arrays` (see `Leaf.tensor`): one
@@ -152,7 +155,7 @@ class GymVecEnv:
         a = action.detach().cpu().numpy()
         kind, space = self.spec.action_kind, self.venv.single_action_space
         if kind == "discrete":  # counted from the space's start (Discrete(n, start=k))
-            return a.astype(np.int64).reshape(len(a)) + int(getattr(space, "start", 0))
+            return a.astype(np.int64).reshape(len(a)) + self._action_start
         if kind == "multi_discrete":  # [N, k] choices, each counted from the space's start
             start = getattr(space, "start", None)
             a = a.astype(np.int64).reshape(len(a), -1)  # len(a): export checks send batches
@@ -161,7 +164,9 @@ class GymVecEnv:
             return a.reshape(len(a), *np.shape(space.sample())).astype(space.dtype)
         a = a.astype(np.float64)
         scaled = self._low + (np.clip(a, -1.0, 1.0) + 1.0) * self._half_range
-        return np.where(self._bounded, scaled, a).astype(self.venv.single_action_space.dtype)
+        if not self._all_bounded:
+            scaled = np.where(self._bounded, scaled, a)
+        return scaled.astype(space.dtype)
 
     def reset(self, seed: int | None = None) -> Obs:
         """Reset every env; `seed` seeds env i with `seed + i`."""

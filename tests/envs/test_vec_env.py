@@ -176,6 +176,8 @@ def test_array_tensor_converts_like_as_tensor_and_copies_what_it_cannot_share():
         warnings.simplefilter("error")
         assert array_tensor(read_only, np.float32, cpu).tolist() == [1.0, 1.0, 1.0]
         assert array_tensor(reversed_rows, np.float32, cpu).tolist() == [[4, 5], [2, 3], [0, 1]]
+        # one row reversed: numpy calls it contiguous, its stride is still negative
+        assert array_tensor(np.ones(1, np.float32)[::-1], np.float32, cpu).tolist() == [1.0]
 
 
 @pytest.mark.parametrize("space", [gym.spaces.Box(-1.0, 1.0, (), np.float32),
