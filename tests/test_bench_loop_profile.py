@@ -30,3 +30,13 @@ def test_the_table_names_every_code_and_case():
          "us_per_step": [200.0, 210.0, 190.0]}
     text = loop_profile.markdown({"dqn:CartPole-v1": {"this checkout": r, "/tmp/before": r}}, 10)
     assert "| dqn:CartPole-v1 | /tmp/before | 300 | 200.0 [200.0, 210.0, 190.0] |" in text
+
+
+def test_a_report_makes_its_out_folder(tmp_path, capsys):
+    """`--out` naming a folder not made yet: the tables are written, not lost at the end."""
+    from results_io import report
+
+    out = tmp_path / "new" / "folder"
+    report("x", {"a": 1}, "| table |", out)
+    assert (out / "x.md").read_text() == "| table |" and (out / "x.json").exists()
+    assert "| table |" in capsys.readouterr().out
