@@ -74,7 +74,7 @@ def one(case: str, steps: int, profiled: bool) -> dict[str, Any]:
     inner = runner_module.run_off_policy
 
     def timed_loop(runs: Any) -> None:  # the loop alone: no set-up, no final evaluation
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if prof is not None:
             prof.enable()
         try:
@@ -83,6 +83,7 @@ def one(case: str, steps: int, profiled: bool) -> dict[str, Any]:
             if prof is not None:
                 prof.disable()
             clock["seconds"] = time.perf_counter() - t0
+            clock["cpu_seconds"] = time.process_time() - c0
 
     runner_module.run_off_policy = timed_loop
     try:
@@ -90,7 +91,8 @@ def one(case: str, steps: int, profiled: bool) -> dict[str, Any]:
             Runner(cfg, Path(tmp) / "run").run()
     finally:
         runner_module.run_off_policy = inner
-    out: dict[str, Any] = {"us_per_step": clock["seconds"] / steps * 1e6}
+    out: dict[str, Any] = {"us_per_step": clock["seconds"] / steps * 1e6,
+                           "cpu_us_per_step": clock["cpu_seconds"] / steps * 1e6}
     loop = "run_off_policy"
     if prof is not None:
         stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
@@ -127,14 +129,23 @@ def measure(steps: int, rounds: int, codes: list[str]) -> dict[str, Any]:
             got = spawn(case, steps, True, code)
             results.setdefault(case, {})[code or "this checkout"] = {
                 "calls_per_step": got["calls_per_step"], "profiled_share": got["profiled_share"],
-                "us_per_step": []}
+                "us_per_step": [], "cpu_us_per_step": []}
         for r in range(rounds):
             for code in (codes if r % 2 == 0 else codes[::-1]):
                 got = spawn(case, steps, False, code)
-                results[case][code or "this checkout"]["us_per_step"].append(got["us_per_step"])
+                for key in ("us_per_step", "cpu_us_per_step"):
+                    results[case][code or "this checkout"][key].append(got[key])
                 print(f"round {r + 1} {case} [{code or 'this checkout'}]: "
-                      f"{got['us_per_step']:.1f} µs per env step", flush=True)
+                      f"{got['us_per_step']:.1f} µs per env step "
+                      f"({got['cpu_us_per_step']:.1f} of CPU)", flush=True)
     return results
+
+
+def _median(values: list[float]) -> str:
+    """`median [each]`, or "-" where none was taken."""
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.1f} [{', '.join(f'{v:.1f}' for v in values)}]"
 
 
 def markdown(results: dict[str, Any], steps: int) -> str:
@@ -143,15 +154,15 @@ def markdown(results: dict[str, Any], steps: int) -> str:
              f"`benchmarks/loop_profile.py` ({time.strftime('%Y-%m-%d')}, {steps:,} env steps a "
              "run, one env, one torch thread, eager, one gradient step in all): Python calls per "
              "env step (cProfile's count) and µs per env step without the profiler (median "
-             "[rounds]), then where a profiled step's time goes.",
+             "[rounds]), the same in CPU time (the process's own: what time-slicing beside other "
+             "jobs adds to the first is not in it), then where a profiled step's time goes.",
              "",
-             "| case | code | calls per env step | µs per env step |",
-             "|---|---|---|---|"]
+             "| case | code | calls per env step | µs per env step | CPU µs per env step |",
+             "|---|---|---|---|---|"]
     for case, by_code in results.items():
         for code, r in by_code.items():
-            us = r["us_per_step"]
             lines.append(f"| {case} | {code} | {r['calls_per_step']:.0f} | "
-                         f"{statistics.median(us):.1f} [{', '.join(f'{u:.1f}' for u in us)}] |")
+                         f"{_median(r['us_per_step'])} | {_median(r.get('cpu_us_per_step', []))} |")
     lines += ["", "Share of a profiled env step:", "",
               "| case | code | " + " | ".join([*PARTS, NORMALIZERS, "the loop's own lines"]) + " |",
               "|---|---|" + "---|" * (len(PARTS) + 2)]
