@@ -57,6 +57,8 @@ class SyncSameStep(SyncVectorEnv):
                 infos = self._add_info(infos, env_info, i)
             self._env_obs[i] = obs
             np.copyto(batch[i], obs, casting="same_kind")  # as gymnasium's `concatenate`
-        self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
+        # in place: gymnasium rebinds a new array, and `envs/rows.py` is the one module that
+        # may bind gymnasium's private fields (tests/test_private_reach.py)
+        np.logical_or(self._terminations, self._truncations, out=self._autoreset_envs)
         return (batch.copy() if self.copy else batch, self._rewards.copy(),
                 self._terminations.copy(), self._truncations.copy(), infos)
