@@ -148,7 +148,7 @@ def _median(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} [{', '.join(f'{v:.1f}' for v in values)}]"
 
 
-def markdown(results: dict[str, Any], steps: int) -> str:
+def markdown(results: dict[str, Any], steps: int, note: str = "") -> str:
     lines = ["# The off-policy loop per env step, outside the update",
              "",
              f"`benchmarks/loop_profile.py` ({time.strftime('%Y-%m-%d')}, {steps:,} env steps a "
@@ -156,6 +156,7 @@ def markdown(results: dict[str, Any], steps: int) -> str:
              "env step (cProfile's count) and µs per env step without the profiler (median "
              "[rounds]), the same in CPU time (the process's own: what time-slicing beside other "
              "jobs adds to the first is not in it), then where a profiled step's time goes.",
+             *([f"The machine: {note}"] if note else []),
              "",
              "| case | code | calls per env step | µs per env step | CPU µs per env step |",
              "|---|---|---|---|---|"]
@@ -184,9 +185,11 @@ def main() -> None:
     parser.add_argument("--code", nargs="*", default=[],
                         help="other rltrain checkouts to run beside this one")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--note", default="",
+                        help="what else ran on the machine, said under the table's title")
     args = parser.parse_args()
     results = measure(args.steps, args.rounds, ["", *args.code])
-    report("loop_profile", results, markdown(results, args.steps), args.out)
+    report("loop_profile", results, markdown(results, args.steps, args.note), args.out)
 
 
 if __name__ == "__main__":

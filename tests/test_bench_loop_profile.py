@@ -29,7 +29,11 @@ def test_the_table_names_every_code_and_case():
     r = {"calls_per_step": 300.0, "profiled_share": {p: 0.1 for p in loop_profile.PARTS},
          "us_per_step": [200.0, 210.0, 190.0]}
     text = loop_profile.markdown({"dqn:CartPole-v1": {"this checkout": r, "/tmp/before": r}}, 10)
-    assert "| dqn:CartPole-v1 | /tmp/before | 300 | 200.0 [200.0, 210.0, 190.0] |" in text
+    assert "| dqn:CartPole-v1 | /tmp/before | 300 | 200.0 [200.0, 210.0, 190.0] | - |" in text
+    cpu = {**r, "cpu_us_per_step": [150.0, 140.0, 160.0]}
+    text = loop_profile.markdown({"dqn:CartPole-v1": {"this checkout": cpu}}, 10, "two jobs")
+    assert "| 200.0 [200.0, 210.0, 190.0] | 150.0 [150.0, 140.0, 160.0] |" in text
+    assert "The machine: two jobs" in text
 
 
 def test_a_report_makes_its_out_folder(tmp_path, capsys):
