@@ -170,6 +170,11 @@ TASKS: dict[tuple[str, str], Task] = {
              "whose mujoco pin (<3.12) is installed in a venv of its own",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
+    ("trpo", "Hopper-v5"): Task(1_000_000, 1000.0, beat_sb3=True, preset="trpo_hopper",
+        note="RL-Zoo's Hopper-v4 entry on both sides (normalized obs and reward, 2 envs x 1024 "
+             "steps, 20 critic epochs)",
+        time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
+                   "equal settings); no lighter preset measured"),
     ("trpo", "Pendulum-v1"): Task(100_000, -200.0, beat_sb3=True, preset="trpo_pendulum",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),

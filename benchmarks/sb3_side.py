@@ -103,6 +103,12 @@ RL_ZOO: dict[tuple[str, str], dict[str, Any]] = {
         "n_delta": 4, "n_top": 1, "delta_std": 0.1, "zero_policy": False,
         "policy_kwargs": {"net_arch": [16]},
     },
+    ("trpo", "Hopper-v5"): {  # Hopper-v4: <<: *mujoco-defaults (= &pybullet-defaults, 1M)
+        "normalize": True, "n_envs": 2, "n_timesteps": 1e6, "policy": "MlpPolicy",
+        "batch_size": 128, "n_steps": 1024, "gamma": 0.99, "gae_lambda": 0.95,
+        "sub_sampling_factor": 1, "cg_max_steps": 25, "cg_damping": 0.1,
+        "n_critic_updates": 20, "learning_rate": 1e-3,
+    },
     ("trpo", "Pendulum-v1"): {  # "# Tuned"
         "n_envs": 2, "n_timesteps": 1e5, "policy": "MlpPolicy", "gamma": 0.9, "n_steps": 1024,
         "n_critic_updates": 15, "sub_sampling_factor": 1, "use_sde": True, "sde_sample_freq": 4,
