@@ -125,11 +125,17 @@ def _train_task(argv: list[str], collective: Solo, composed: Composed | None = N
     # start-up: Hydra only once a command line is checked (`rltrain list` and refusals never pay for it)
     import hydra
 
+    from rltrain.cli import hydra_run
+
     def job(cfg: DictConfig) -> float:
         return _job(cfg, collective, composed)
 
-    app = hydra.main(version_base="1.3", config_path="pkg://rltrain.conf", config_name="config")
     with _argv(argv):
+        if hydra_run.is_single_run(argv):  # the mode is known: Hydra's run without its probe
+            hydra_run.run_single(argv, job)
+            return
+        app = hydra.main(version_base=hydra_run.VERSION_BASE, config_path=hydra_run.CONFIG_PATH,
+                         config_name=hydra_run.CONFIG_NAME)
         app(job)()
 
 
