@@ -172,9 +172,12 @@ TASKS: dict[tuple[str, str], Task] = {
                    "equal settings); no lighter preset measured"),
     ("trpo", "Hopper-v5"): Task(1_000_000, 1000.0, beat_sb3=True, preset="trpo_hopper",
         note="RL-Zoo's Hopper-v4 entry on both sides (normalized obs and reward, 2 envs x 1024 "
-             "steps, 20 critic epochs)",
+             "steps, 20 critic epochs); the two sides ran at once, beside the test suite for part of the time (2026-11-29)",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
-                   "equal settings); no lighter preset measured"),
+                   "equal settings); the run is collection-bound (500k vector steps of 2 envs, "
+                   "a policy and value forward each; the update took 16% of a profiled 16k-step "
+                   "run), so 8 envs x 256 steps (the same 2048-step batch) is the lighter "
+                   "setting to try"),
     ("trpo", "Pendulum-v1"): Task(100_000, -200.0, beat_sb3=True, preset="trpo_pendulum",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),

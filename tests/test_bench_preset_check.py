@@ -26,7 +26,6 @@ that page holds about them."""
 NEVER_RUN = {
     "dqn_atari": "RL-Zoo's 1e7 agent steps with 1M of exploration: no budget that runs here in "
                  "hours gets past its exploration; not measured yet",
-    "trpo_hopper": "RL-Zoo's trpo.yml values and budget (1M), added with TRPO; not measured yet",
     **{f"crossq_{env}": "RL-Zoo's crossq.yml values and budget, added with CrossQ; not "
                         "measured yet" for env in ("pendulum", "hopper", "halfcheetah")},
 }
