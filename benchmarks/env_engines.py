@@ -6,6 +6,8 @@ to back in one process on this machine. `env.backend=auto` follows this table
     python benchmarks/env_engines.py                      # everything (~15 min on 2 cores)
     python benchmarks/env_engines.py --families CartPole --envs 1 8 --no-ppo --seconds 1
     python benchmarks/env_engines.py --load --envs 8 16 32 64 --ppo-envs 8 16 32 64 --merge
+    python benchmarks/env_engines.py --families CartPole --envs --ppo-envs 8 16 32 64 --load \
+        --rounds 3 --merge                                # PPO cells only, median of 3 rounds
 
 `--load`: every cell is measured twice, back to back: on the machine as it is, and with
 another process busy on one core (`busy_core`, a Python loop: a second job, a sweep's other
@@ -216,6 +218,8 @@ def write(results: dict[str, Any], out: Path) -> None:
              "Random actions through rltrain's VecEnv; \"(raw)\": the engine alone. PPO: the "
              "training loop end to end (rollout ~2048 steps, evaluation off). Ratio: EnvPool "
              "(or the best C++ engine) over gymnasium.", ""]
+    lines += [f"- {note}" for note in results.get("notes", [])] + ([""] if results.get("notes")
+                                                                    else [])
     for part, title in (("random", "Random actions"), ("random_load", "Random actions, "
                          "another process busy on one core"), ("ppo", "End to end under PPO"),
                         ("ppo_load", "End to end under PPO, another process busy on one core")):
@@ -266,6 +270,8 @@ def main() -> None:
     parser.add_argument("--ppo-envs", nargs="*", type=int, default=[1, 8, 64])
     parser.add_argument("--seconds", type=float, default=2.0, help="per random-action cell")
     parser.add_argument("--no-ppo", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="PPO cells: the median of this many interleaved rounds")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--load", action="store_true",
@@ -293,7 +299,8 @@ def main() -> None:
     for family in args.families:
         env_id, kind = FAMILIES[family]
         for suffix, _ in settings:  # this run's cells of it replace the saved ones
-            results["random" + suffix][family] = {}
+            if args.envs:  # (`--envs` with no count: the random-action cells are kept)
+                results["random" + suffix][family] = {}
         engines = list(engines_of(kind)) + (["ale-py AtariVectorEnv (raw)",
                                              "envpool Breakout-v5 (raw)"] if kind == "atari" else [])
         for n in args.envs:
@@ -306,20 +313,44 @@ def main() -> None:
                     print(f"random{suffix:5s} {family:12s} {engine:30s} {n:3d} envs: "
                           f"{'-' if rate is None else f'{rate:,.0f}'} steps/s", flush=True)
                     write(results, out)
-    if args.no_ppo:
-        return
-    for family in args.families:
+    if not args.no_ppo:
+        measure_ppo(results, args.families, args.ppo_envs, settings, args.rounds, out)
+
+
+def measure_ppo(results: dict[str, Any], families: list[str], counts: list[int],
+                settings: list[tuple[str, bool]], rounds: int, out: Path) -> None:
+    """The PPO cells of `families`: each cell the median of `rounds` measurements, the rounds
+    interleaved (every cell of round 1, then of round 2, ...) so that a slow spell of the
+    machine lands on every cell alike; written after each measurement."""
+    seen: dict[tuple[str, str, str, str], list[float]] = {}
+    for family in families:
         for suffix, _ in settings:
             results["ppo" + suffix][family] = {}
-        for n in args.ppo_envs:
-            for engine in engines_of(FAMILIES[family][1]):
-                for suffix, loaded in settings:
-                    with busy_core(loaded):
-                        rate = ppo_rate(family, engine, n)
-                    results["ppo" + suffix][family].setdefault(engine, {})[str(n)] = rate
-                    print(f"ppo{suffix:8s} {family:12s} {engine:30s} {n:3d} envs: "
-                          f"{'-' if rate is None else f'{rate:,.0f}'} steps/s", flush=True)
-                    write(results, out)
+    for r in range(rounds):
+        for family in families:
+            for n in counts:
+                for engine in engines_of(FAMILIES[family][1]):
+                    for suffix, loaded in settings:
+                        with busy_core(loaded):
+                            rate = ppo_rate(family, engine, n)
+                        key = ("ppo" + suffix, family, engine, str(n))
+                        if rate is not None:
+                            seen.setdefault(key, []).append(rate)
+                        cell = median_of(seen.get(key, []))
+                        results[key[0]][family].setdefault(engine, {})[key[3]] = cell
+                        print(f"ppo{suffix:8s} {family:12s} {engine:30s} {n:3d} envs: "
+                              f"{'-' if rate is None else f'{rate:,.0f}'} steps/s (round "
+                              f"{r + 1} of {rounds})", flush=True)
+                        write(results, out)
+
+
+def median_of(values: list[float]) -> float | None:
+    """The median of `values` (None for none)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 if __name__ == "__main__":

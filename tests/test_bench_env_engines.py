@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -89,3 +90,28 @@ def test_engine_presets_runs_each_engine_on_the_preset_and_keeps_other_tasks(tmp
     table = (tmp_path / "engine_presets.md").read_text()
     assert "| t | 0 | envpool | 150.0 | 0.75 | 2.0 | d |" in table
     assert json.loads((tmp_path / "engine_presets.json").read_text()) == rows
+
+
+def test_ppo_cells_are_the_median_of_interleaved_rounds(tmp_path, monkeypatch):
+    """`--rounds 3`: every cell is measured once per round, round after round (a slow spell of
+    the machine lands on every cell alike), and keeps the median of its rounds; a cell that
+    cannot run stays None."""
+    calls = []
+    rates = iter([10.0, 30.0, 5.0, 99.0, 20.0, 1.0, 40.0, 2.0, 3.0])
+
+    def fake_rate(family, engine, n):
+        calls.append((engine, n))
+        return None if engine == "envpool" and n == 64 else next(rates)
+
+    monkeypatch.setattr(env_engines, "ppo_rate", fake_rate)
+    monkeypatch.setattr(env_engines, "busy_core", lambda loaded: contextlib.nullcontext())
+    results = {"machine": "m", "date": "d", "random": {}, "ppo": {}, "random_load": {},
+               "ppo_load": {}}
+    env_engines.measure_ppo(results, ["CartPole"], [8, 64], [("", False)], 3, tmp_path)
+    one_round = [("gymnasium", 8), ("envpool", 8), ("gymnasium", 64), ("envpool", 64)]
+    assert calls == one_round * 3
+    # gymnasium 8: 10, 99, 40; envpool 8: 30, 20, 2; gymnasium 64: 5, 1, 3
+    assert results["ppo"]["CartPole"] == {"gymnasium": {"8": 40.0, "64": 3.0},
+                                          "envpool": {"8": 20.0, "64": None}}
+    assert json.loads((tmp_path / "env_engines.json").read_text())["ppo"] == results["ppo"]
+    assert env_engines.median_of([4.0, 1.0]) == 2.5 and env_engines.median_of([]) is None
