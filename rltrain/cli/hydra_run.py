@@ -15,6 +15,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from rltrain.config.overrides import explain
+from rltrain.errors import UserError
 from rltrain.run_folder.argv import is_multirun, is_override
 
 CONFIG_MODULE = "rltrain.conf"
@@ -40,8 +42,9 @@ def run_overrides(argv: list[str]) -> list[str]:
 def run_single(argv: list[str], job: Callable[[Any], Any]) -> None:
     """Run `job` once on the configuration `argv` composes, as `hydra.main` runs it: composed
     with the `hydra` node, the run folder, `.hydra/` and job logging made by Hydra's `run_job`,
-    the configured `hydra.callbacks` told of the run and the job. An error the job raises is
-    raised here (a job's expected failures already exit with their one line, `cli/train.py`)."""
+    the configured `hydra.callbacks` told of the run and the job. A `hydra.*` override Hydra
+    refuses is a one-line `UserError`; an error the job raises is raised here (a job's expected
+    failures already exit with their one line, `cli/train.py`)."""
     # start-up: Hydra only once a command line is checked
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
@@ -51,7 +54,10 @@ def run_single(argv: list[str], job: Callable[[Any], Any]) -> None:
     assert is_single_run(argv), f"not a single run: {argv}"
     with initialize_config_module(version_base=VERSION_BASE, config_module=CONFIG_MODULE,
                                   job_name=TASK_NAME):
-        cfg = compose(CONFIG_NAME, overrides=run_overrides(argv), return_hydra_config=True)
+        try:  # what rltrain's own check leaves to Hydra: its `hydra.*` overrides
+            cfg = compose(CONFIG_NAME, overrides=run_overrides(argv), return_hydra_config=True)
+        except Exception as exc:
+            raise UserError(explain(exc)) from exc
         callbacks = Callbacks(cfg)
         callbacks.notify("on_run_start", config=cfg, config_name=CONFIG_NAME)
         context = HydraContext(config_loader=GlobalHydra.instance().config_loader(),

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rltrain.cli import hydra_run
-from tests.e2e.harness import run_cli
+from tests.e2e.harness import EXIT_USAGE, assert_refused, run_cli
 
 TINY = ["env=CartPole-v1", "env.num_envs=2", "algo.n_steps=16", "algo.batch_size=32",
         "algo.n_epochs=1", "algo.hidden_sizes=[8]", "total_timesteps=64", "eval.episodes=1",
@@ -121,3 +121,11 @@ def test_a_single_run_tells_the_configured_callbacks_as_hydra_does(tmp_path, mon
     assert CALLS == ["a.on_run_start", "b.on_run_start", "a.on_job_start", "b.on_job_start",
                      "b.on_job_end", "a.on_job_end", "b.on_run_end", "a.on_run_end"]
     assert (tmp_path / "run" / "checkpoints" / "final.pt").is_file()
+
+
+def test_a_hydra_override_hydra_refuses_is_one_line_and_leaves_no_run_folder(
+        tmp_path, monkeypatch, capfd):
+    """rltrain's own check leaves `hydra.*` to Hydra: its refusal still ends in one line."""
+    result = run_cli([*TINY, "hydra/job_logging=nope"], tmp_path, monkeypatch, capfd)
+    assert_refused(result, EXIT_USAGE, "unknown hydra/job_logging 'nope'")
+    assert not (tmp_path / "outputs").exists()
