@@ -5,8 +5,8 @@ For any command line, `hydra.main` first composes the whole configuration only t
 CPU (the defaults tree, ~11 YAML files, the structured schemas). When the command line holds
 only overrides and none of them makes a multirun, the mode is known before anything is
 composed: this module runs the job through Hydra's public pieces (the compose API, `run_job`,
-the configured callbacks) as `hydra.main` runs it, minus the probe. A command with a flag (`-m`, `--cfg`,
-`--config-dir`, ...) goes through `hydra.main` as before (`cli/train.py`).
+the configured callbacks) as `hydra.main` runs it, minus the probe. A command with a flag
+(`-m`, `--cfg`, `--config-dir`, ...) goes through `hydra.main` as before (`cli/train.py`).
 """
 
 from __future__ import annotations
