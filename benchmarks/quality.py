@@ -176,8 +176,8 @@ TASKS: dict[tuple[str, str], Task] = {
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); the run is collection-bound (500k vector steps of 2 envs, "
                    "a policy and value forward each; the update took 16% of a profiled 16k-step "
-                   "run); 8 envs x 256 steps (the same 2048-step batch): seed 0 3653.5 in 644 s "
-                   "(0.38), seeds 1-2 not run (preset_trials.md)"),
+                   "run); 8 envs x 256 steps (the same 2048-step batch): seeds 0-1 3653.5, 3207.8 "
+                   "in 644, 483 s (0.38, 0.28); not kept yet (preset_trials.md)"),
     ("trpo", "Pendulum-v1"): Task(100_000, -200.0, beat_sb3=True, preset="trpo_pendulum",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
