@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -218,8 +219,8 @@ def write(results: dict[str, Any], out: Path) -> None:
              "Random actions through rltrain's VecEnv; \"(raw)\": the engine alone. PPO: the "
              "training loop end to end (rollout ~2048 steps, evaluation off). Ratio: EnvPool "
              "(or the best C++ engine) over gymnasium.", ""]
-    lines += [f"- {note}" for note in results.get("notes", [])] + ([""] if results.get("notes")
-                                                                    else [])
+    notes = results.get("notes", [])
+    lines += [*(f"- {note}" for note in notes), *([""] if notes else [])]
     for part, title in (("random", "Random actions"), ("random_load", "Random actions, "
                          "another process busy on one core"), ("ppo", "End to end under PPO"),
                         ("ppo_load", "End to end under PPO, another process busy on one core")):
@@ -346,11 +347,7 @@ def measure_ppo(results: dict[str, Any], families: list[str], counts: list[int],
 
 def median_of(values: list[float]) -> float | None:
     """The median of `values` (None for none)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return statistics.median(values) if values else None
 
 
 if __name__ == "__main__":

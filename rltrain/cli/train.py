@@ -122,9 +122,6 @@ def _train_task(argv: list[str], collective: Solo, composed: Composed | None = N
     pay for it), which calls `_job` once per job with the ranks of this process's torchrun job
     (`SOLO` outside torchrun) and the configuration checked before Hydra started (`composed`,
     which a job composing the same configuration takes instead of validating it again)."""
-    # start-up: Hydra only once a command line is checked (`rltrain list` and refusals never pay for it)
-    import hydra
-
     from rltrain.cli import hydra_run
 
     def job(cfg: DictConfig) -> float:
@@ -134,6 +131,9 @@ def _train_task(argv: list[str], collective: Solo, composed: Composed | None = N
         if hydra_run.is_single_run(argv):  # the mode is known: Hydra's run without its probe
             hydra_run.run_single(argv, job)
             return
+        # start-up: Hydra only once a command line is checked (`rltrain list` and refusals never pay for it)
+        import hydra
+
         app = hydra.main(version_base=hydra_run.VERSION_BASE, config_path=hydra_run.CONFIG_PATH,
                          config_name=hydra_run.CONFIG_NAME)
         app(job)()
