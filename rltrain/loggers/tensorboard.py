@@ -7,7 +7,9 @@ run's first env step."""
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,12 @@ if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
     from rltrain.types import Metrics
+
+log = logging.getLogger("rltrain")
+
+OPEN_TRIES = 3
+"""Event files a resumed run opens before it takes one whose name sorts after the folder's
+others (each retry waits for the next second, the name's first field)."""
 
 FINAL_METRICS = ("final/eval_mean", "final/best_eval", "final/env_steps", "final/wall_clock_s")
 """What a finished run logs once at its last step (the Runner); their arrival writes the HParams
@@ -40,7 +48,7 @@ class TensorBoardLogger:
         if self._writer is None:
             # purge_step hides events logged after the checkpoint a resumed run starts from
             purge = self.purge_step + 1 if self.purge_step else None
-            self._writer = SummaryWriter(log_dir=str(self.log_dir), purge_step=purge)
+            self._writer = open_last(self.log_dir, purge)
             if self.hparams and not self.purge_step:  # a resumed run wrote it when it started
                 self._writer.add_text("config", config_table(self.hparams), 0)
         return self._writer
@@ -66,6 +74,33 @@ class TensorBoardLogger:
     def close(self) -> None:
         self.writer.flush()
         self.writer.close()
+
+
+def event_files(log_dir: Path) -> set[Path]:
+    return set(log_dir.glob("events.out.tfevents.*")) if log_dir.is_dir() else set()
+
+
+def open_last(log_dir: Path, purge_step: int | None) -> SummaryWriter:
+    """A writer whose event file sorts after every event file already in `log_dir`.
+
+    TensorBoard reads a folder's event files in name order, and a resumed run's purge event
+    only hides the rows read before it. The name is `<unix second>.<host>.<pid>.<counter>`: a
+    run resumed within the second of the last file (or by a process whose pid or counter sorts
+    lower as text, 10 < 9) would be read first, and every row after the checkpoint shown twice.
+    Such a file, holding only its header, is removed and reopened in the next second."""
+    before = event_files(log_dir)
+    for _ in range(OPEN_TRIES):
+        writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
+        opened = event_files(log_dir) - before
+        if not before or not opened or min(opened).name > max(before).name:
+            return writer
+        writer.close()
+        for path in opened:
+            path.unlink()
+        time.sleep(1.0 - time.time() % 1.0 + 0.01)
+    log.warning("%s holds an event file dated in the future; TensorBoard may show the rows "
+                "after step %s twice", log_dir, purge_step)
+    return SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
 
 
 NOT_HPARAMS = ("logger", "progress")
