@@ -108,7 +108,7 @@ test-robotics: $(ROBOTICS_STAMP)  ## goal envs: SAC + HER on gymnasium-robotics'
 # SBX (jax) in its own venv, beside rltrain and SB3: `make bench-sbx`.
 SBX_VENV ?= .venv-sbx
 SBX_STAMP := $(SBX_VENV)/.installed
-SBX_EXTRAS := bench,sbx,mujoco
+SBX_EXTRAS := bench,sbx,mujoco,box2d
 
 $(SBX_STAMP): pyproject.toml
 	$(call own_venv,$(SBX_VENV),$(SBX_EXTRAS))

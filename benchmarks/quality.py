@@ -26,6 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SIDES = ("rltrain", "sb3")
+"""The sides quality.md sets side by side."""
+RUN_SIDES = (*SIDES, "sbx")
+"""What `--sides` runs: SBX (RL-Zoo's settings on Stable-Baselines-Jax, from `.venv-sbx`) is
+recorded for `fastest_recipe.py`, not shown in quality.md."""
 TIME_TARGET = 0.33
 """Issue 46's target: rltrain's median training seconds at most this share of SB3's."""
 DEFAULT_SEEDS = (0, 1, 2)
@@ -231,13 +235,14 @@ def run_rltrain(algo: str, env: str, seed: int) -> dict:
             "budget": TASKS[(algo, env)].budget, "preset": cfg.preset, "engine": engine}
 
 
-def run_sb3(algo: str, env: str, seed: int) -> dict:
-    """Train one seed of SB3 with RL-Zoo's hyperparameters for the task's budget."""
+def run_sb3(algo: str, env: str, seed: int, library: str = "sb3") -> dict:
+    """Train one seed of SB3 (or SBX) with RL-Zoo's hyperparameters for the task's budget."""
     sys.path.insert(0, str(Path(__file__).parent))
     from sb3_side import run_sb3_final
 
     task = TASKS[(algo, env)]
-    run = run_sb3_final(task.algo or algo, env, seed, task.budget, eval_episodes=10)
+    run = run_sb3_final(task.algo or algo, env, seed, task.budget, eval_episodes=10,
+                        library=library)
     if task.metric != "mean_reward":
         if task.metric not in run:
             raise SystemExit(f"{task_key(algo, env)}: SB3's final evaluation gave no "
@@ -247,15 +252,17 @@ def run_sb3(algo: str, env: str, seed: int) -> dict:
 
 
 def has_side(algo: str, env: str, side: str) -> bool:
-    """Whether `side` can run the task (SB3 needs an RL-Zoo entry in sb3_side.RL_ZOO)."""
+    """Whether `side` can run the task (SB3 needs an RL-Zoo entry in sb3_side.RL_ZOO, SBX that
+    and a class of the algorithm's name)."""
     if side == "rltrain":
         return True
     if TASKS[(algo, env)].sb3_from is not None:  # shows another row's SB3 runs
         return False
     sys.path.insert(0, str(Path(__file__).parent))
-    from sb3_side import RL_ZOO
+    from sb3_side import RL_ZOO, SBX
 
-    return (TASKS[(algo, env)].algo or algo, env) in RL_ZOO
+    name = TASKS[(algo, env)].algo or algo
+    return (name, env) in RL_ZOO and (side == "sb3" or name in SBX)
 
 
 # ---- results: merge, summarize, markdown (pure functions, tested without training) ----------
@@ -395,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", nargs="*", default=[task_key(a, e) for a, e in TASKS],
                         help="algo:env pairs, e.g. ppo:CartPole-v1 dqn:MountainCar-v0")
     parser.add_argument("--seeds", nargs="*", type=int, default=list(DEFAULT_SEEDS))
-    parser.add_argument("--sides", nargs="*", default=list(SIDES), choices=SIDES)
+    parser.add_argument("--sides", nargs="*", default=list(SIDES), choices=RUN_SIDES)
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--report", action="store_true", help="only regenerate quality.md")
     args = parser.parse_args(argv)
@@ -413,11 +420,13 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"skip {algo}:{env} rltrain: algo {algo!r} is not available", file=sys.stderr)
                     continue
                 if not has_side(algo, env, side):
-                    print(f"skip {algo}:{env} {side}: no RL-Zoo entry", file=sys.stderr)
+                    print(f"skip {algo}:{env} {side}: no RL-Zoo entry"
+                          + (" or SBX class" if side == "sbx" else ""), file=sys.stderr)
                     continue
                 for seed in args.seeds:
                     t0 = time.perf_counter()
-                    record = (run_rltrain if side == "rltrain" else run_sb3)(algo, env, seed)
+                    record = (run_rltrain(algo, env, seed) if side == "rltrain"
+                              else run_sb3(algo, env, seed, library=side))
                     record["date"] = datetime.date.today().isoformat()
                     record["wall_seconds"] = time.perf_counter() - t0
                     print(f"{algo}:{env} {side} seed {seed}: final eval {record['final_eval']:.1f}"

@@ -225,6 +225,12 @@ CONTRIB = {"ppo_lstm": "RecurrentPPO", "qrdqn": "QRDQN", "trpo": "TRPO", "tqc": 
 """rltrain's algorithm name -> its SB3-contrib class (the reference of issue 15's and 55's rows)."""
 
 
+SBX = {"sac": "SAC", "tqc": "TQC", "td3": "TD3", "ddpg": "DDPG", "dqn": "DQN", "ppo": "PPO",
+       "crossq": "CrossQ"}
+"""rltrain's algorithm name -> its SBX class (Stable-Baselines-Jax, `sbx-rl`, `make bench-sbx`'s
+venv): the same constructor arguments as SB3's, so RL-Zoo's entries apply unchanged."""
+
+
 def sb3_available() -> bool:
     """Whether stable-baselines3 can be imported (the `bench` extra)."""
     return importlib.util.find_spec("stable_baselines3") is not None
@@ -424,7 +430,7 @@ def run_sb3(algo: str, env_id: str, seed: int, threshold: float, eval_every: int
 
 def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes: int = 10,
                   torch_threads: int = 1, device: str = "cpu",
-                  save: str | None = None) -> dict[str, Any]:
+                  save: str | None = None, library: str = "sb3") -> dict[str, Any]:
     """Train SB3 with RL-Zoo's hyperparameters for `budget` env steps, then evaluate once.
 
     `learn(budget)`: RL-Zoo's linear schedules (`lin_X`, DQN's exploration fraction) decay over
@@ -432,7 +438,8 @@ def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes:
     `eval_episodes` deterministic episodes on one separate env (for Atari: the whole game, all
     lives, unclipped rewards, read from the Monitor under AtariWrapper). Returns final_eval,
     seconds (the `learn()` call only) and budget. `save`: write the model there at the end (and
-    the VecNormalize statistics beside it), as RL-Zoo's train.py does.
+    the VecNormalize statistics beside it), as RL-Zoo's train.py does. `library="sbx"`: SBX's
+    class of the same name trains instead (jitted JAX; `device` unused).
     """
     require_sb3()
     import torch
@@ -451,7 +458,13 @@ def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes:
     env = make_envs(env_id, hp, hp.get("n_envs", 1), seed, training=True)
     shape = env.action_space.shape
     kwargs = model_kwargs(hp, shape[0] if shape else None)
-    if algo in CONTRIB:  # sb3-contrib (the bench extra)
+    if library == "sbx":
+        if algo not in SBX:
+            raise UserError(f"SBX has no {algo}; it has {', '.join(sorted(SBX))}")
+        import sbx
+
+        algo_cls = getattr(sbx, SBX[algo])
+    elif algo in CONTRIB:  # sb3-contrib (the bench extra)
         import sb3_contrib
 
         algo_cls = getattr(sb3_contrib, CONTRIB[algo])
