@@ -138,6 +138,10 @@ TASKS: dict[tuple[str, str], Task] = {
              "ran over 45 CPU-minutes without finishing: not run yet",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
+    ("ppo_2m", "LunarLander-v3"): Task(2_000_000, 200.0, algo="ppo", preset="ppo_lunarlander",
+        sb3_from="ppo:LunarLander-v3",
+        note="the PPO row's preset (RL-Zoo's values) for 2M steps, beside SB3's 1M runs: a "
+             "fastest-recipe candidate for SB3's median, which the 1M row misses"),
     ("pqn", "LunarLander-v3"): Task(2_000_000, 200.0, preset="pqn_lunarlander",
         note="SB3 has no PQN; set against the DQN row on time to the same return in "
              "pqn_vs_dqn.md"),
