@@ -121,6 +121,39 @@ def markdown(table: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+QUALITY_ONLY = ("seed=", "eval.", "checkpoint.freq=", "progress=", "logger=")
+"""Overrides of a quality run that only serve the measurement (left out of a user's command)."""
+
+
+def command(task: str) -> str:
+    """The command line that trains `task`'s rltrain row, as the quality run trained it."""
+    import quality
+
+    algo, env = quality.parse_task(task)
+    kept = [a for a in quality.rltrain_overrides(algo, env, 0) if not a.startswith(QUALITY_ONLY)]
+    return "rltrain " + " ".join(kept)
+
+
+def readme_rows(table: list[dict]) -> list[str]:
+    """The README's fastest-recipe table: per env the return to reach, rltrain's command and
+    time, and the other sides' fastest rows (this file's rows, shorter)."""
+    rows = ["| env | return to reach (SB3 + RL-Zoo) | rltrain's fastest | time | SB3 + contrib | "
+            "SBX |", "|---|---|---|---|---|---|"]
+    for e in table:
+        if e["target"] is None:
+            continue
+        target = (f"{e['target']['return']:,.1f} "
+                  f"({e['target']['task'].partition(':')[0].upper()})")
+        ours = e["sides"]["rltrain"]
+        mine = (f"`{command(ours['task'])}` | {ours['median_seconds']:,.0f} s" if ours
+                else "none reaches it | —")
+        others = [f"{best['task'].partition(':')[0].upper()}, {best['median_seconds']:,.0f} s"
+                  if best else ("not run" if not e["ran"][side] else "none reaches it")
+                  for side, best in ((s, e["sides"][s]) for s in ("sb3", "sbx"))]
+        rows.append(f"| {e['env']} | {target} | {mine} | {' | '.join(others)} |")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quality", default="benchmarks/results/quality.json")

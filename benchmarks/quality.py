@@ -163,9 +163,12 @@ TASKS: dict[tuple[str, str], Task] = {
     ("ars", "Swimmer-v5"): Task(2_000_000, 0.0, beat_sb3=True, preset="ars_swimmer",
         overrides=("env.num_envs=2",),
         note="rltrain with 2 envs (n_delta 1: a generation's 2 episodes side by side); RL-Zoo "
-             "publishes 355.3 for one Swimmer-v3 run",
+             "publishes 355.3 for one Swimmer-v3 run; both sides split by seed (SB3-contrib: "
+             "206, 206, 353; rltrain: -12.5, 19.7, 329): 3 seeds cannot tell them apart",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
-                   "equal settings)"),
+                   "equal settings); ARS runs one on-policy iteration per vector step "
+                   "(algo.n_steps=1: rollout finish, GAE, end-of-iteration checks), about a "
+                   "third of its loop in a 40k-step profile (2026-11-29)"),
     ("ars", "Pendulum-v1"): Task(2_000_000, -250.0, beat_sb3=True, preset="ars_pendulum",
         overrides=("env.num_envs=8",),
         note="rltrain with 8 envs (2 x n_delta: a generation side by side); RL-Zoo publishes "

@@ -3,6 +3,8 @@ fastest row per side, and its markdown. No training."""
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -88,3 +90,23 @@ def test_the_sbx_side_runs_only_tasks_sbx_has_a_class_for():
     assert quality.has_side("sac", "Hopper-v5", "sbx")
     assert not quality.has_side("trpo", "Hopper-v5", "sbx")  # SBX has no TRPO
     assert quality.has_side("trpo", "Hopper-v5", "sb3")
+
+
+def test_the_readme_shows_the_table_the_quality_results_give():
+    """README.md's fastest-recipe rows are `readme_rows` of the committed quality.json, so a
+    new quality run that changes them fails here until the README follows."""
+    root = Path(__file__).resolve().parents[1]
+    table = fr.summarize(json.loads((root / "benchmarks/results/quality.json").read_text()))
+    rows = fr.readme_rows(table)
+    readme = (root / "README.md").read_text()
+    assert "\n".join(rows) in readme, "README's fastest-recipe table is not:\n" + "\n".join(rows)
+
+
+def test_each_readme_command_trains_what_the_quality_row_trained():
+    from rltrain.config.compose import compose_train_config
+
+    for algo, env in [("tqc", "Hopper-v5"), ("ppo_2m", "LunarLander-v3")]:
+        task = quality.TASKS[(algo, env)]
+        cfg = compose_train_config(shlex.split(fr.command(f"{algo}:{env}"))[1:])
+        assert cfg.preset == task.preset and cfg.total_timesteps == task.budget
+        assert cfg.algo.name == (task.algo or algo)
