@@ -103,10 +103,16 @@ def test_the_readme_shows_the_table_the_quality_results_give():
 
 
 def test_each_readme_command_trains_what_the_quality_row_trained():
+    """Every command the table shows composes to its quality row's preset, algorithm and
+    budget (a label row, `ppo_2m`, included even before it is the fastest)."""
     from rltrain.config.compose import compose_train_config
 
-    for algo, env in [("tqc", "Hopper-v5"), ("ppo_2m", "LunarLander-v3")]:
+    root = Path(__file__).resolve().parents[1]
+    table = fr.summarize(json.loads((root / "benchmarks/results/quality.json").read_text()))
+    shown = {e["sides"]["rltrain"]["task"] for e in table if e["target"] and e["sides"]["rltrain"]}
+    for task_key in sorted(shown | {"ppo_2m:LunarLander-v3"}):
+        algo, env = quality.parse_task(task_key)
         task = quality.TASKS[(algo, env)]
-        cfg = compose_train_config(shlex.split(fr.command(f"{algo}:{env}"))[1:])
-        assert cfg.preset == task.preset and cfg.total_timesteps == task.budget
-        assert cfg.algo.name == (task.algo or algo)
+        cfg = compose_train_config(shlex.split(fr.command(task_key))[1:])
+        assert cfg.preset == task.preset and cfg.total_timesteps == task.budget, task_key
+        assert cfg.algo.name == (task.algo or algo), task_key
