@@ -138,6 +138,11 @@ TASKS: dict[tuple[str, str], Task] = {
              "ran over 45 CPU-minutes without finishing: not run yet",
         time_floor="not tried: RL-Zoo's settings on both sides (issue 55 compares quality at "
                    "equal settings); no lighter preset measured"),
+    ("ppo", "LunarLanderContinuous-v3"): Task(2_000_000, 200.0, preset="ppo_lunarlander_continuous",
+        note="RL-Zoo's PPO values (its LunarLanderContinuous entry) for 2M steps, RL-Zoo's 1M "
+             "doubled: the fastest-recipe candidate beside the SAC row (SB3's PPO side not run); "
+             "seed 0 ran from benchmarks' own script with the preset's values as overrides, "
+             "beside two other jobs"),
     ("ppo_2m", "LunarLander-v3"): Task(2_000_000, 200.0, algo="ppo", preset="ppo_lunarlander",
         sb3_from="ppo:LunarLander-v3",
         note="the PPO row's preset (RL-Zoo's values) for 2M steps, beside SB3's 1M runs: a "
