@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import quality  # noqa: E402
 from results_io import report  # noqa: E402
 
 ENVS = ("Hopper-v5", "HalfCheetah-v5", "LunarLander-v3", "LunarLanderContinuous-v3")
@@ -127,8 +128,6 @@ QUALITY_ONLY = ("seed=", "eval.", "checkpoint.freq=", "progress=", "logger=")
 
 def command(task: str) -> str:
     """The command line that trains `task`'s rltrain row, as the quality run trained it."""
-    import quality
-
     algo, env = quality.parse_task(task)
     kept = [a for a in quality.rltrain_overrides(algo, env, 0) if not a.startswith(QUALITY_ONLY)]
     return "rltrain " + " ".join(kept)
