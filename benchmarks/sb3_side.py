@@ -390,7 +390,6 @@ def run_sb3(algo: str, env_id: str, seed: int, threshold: float, eval_every: int
     """
     require_sb3()
     import torch
-    from stable_baselines3 import DQN, PPO, SAC, TD3
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.utils import set_random_seed
     from stable_baselines3.common.vec_env import sync_envs_normalization
@@ -408,7 +407,7 @@ def run_sb3(algo: str, env_id: str, seed: int, threshold: float, eval_every: int
     env = make_envs(env_id, hp, hp.get("n_envs", 1), seed, training=True)
     shape = env.action_space.shape
     kwargs = model_kwargs(hp, shape[0] if shape else None)
-    algo_cls = {"ppo": PPO, "sac": SAC, "td3": TD3, "dqn": DQN}[algo]
+    algo_cls = algo_class(algo)
     model = algo_cls(env=env, seed=seed, verbose=0, device=device, **kwargs)
 
     def evaluate() -> float:
@@ -443,7 +442,6 @@ def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes:
     """
     require_sb3()
     import torch
-    from stable_baselines3 import A2C, DQN, PPO, SAC, TD3
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.utils import set_random_seed
     from stable_baselines3.common.vec_env import sync_envs_normalization
@@ -458,19 +456,7 @@ def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes:
     env = make_envs(env_id, hp, hp.get("n_envs", 1), seed, training=True)
     shape = env.action_space.shape
     kwargs = model_kwargs(hp, shape[0] if shape else None)
-    if library == "sbx":
-        if algo not in SBX:
-            raise UserError(f"SBX has no {algo}; it has {', '.join(sorted(SBX))}")
-        import sbx
-
-        algo_cls = getattr(sbx, SBX[algo])
-    elif algo in CONTRIB:  # sb3-contrib (the bench extra)
-        import sb3_contrib
-
-        algo_cls = getattr(sb3_contrib, CONTRIB[algo])
-    else:
-        algo_cls = {"ppo": PPO, "a2c": A2C, "sac": SAC, "td3": TD3, "dqn": DQN}[algo]
-    model = algo_cls(env=env, seed=seed, verbose=0, device=device, **kwargs)
+    model = algo_class(algo, library)(env=env, seed=seed, verbose=0, device=device, **kwargs)
     t0 = time.perf_counter()
     model.learn(total_timesteps=int(budget))
     seconds = time.perf_counter() - t0
@@ -490,6 +476,25 @@ def run_sb3_final(algo: str, env_id: str, seed: int, budget: int, eval_episodes:
     if successes:
         out["success_rate"] = sum(successes) / len(successes)
     return out
+
+
+def algo_class(algo: str, library: str = "sb3") -> Any:
+    """The class that trains `algo`: SB3's, SB3-contrib's (`CONTRIB`), or SBX's (`library="sbx"`)."""
+    if library == "sbx":
+        if algo not in SBX:
+            from rltrain.errors import UserError
+
+            raise UserError(f"SBX has no {algo}; it has {', '.join(sorted(SBX))}")
+        import sbx
+
+        return getattr(sbx, SBX[algo])
+    if algo in CONTRIB:  # sb3-contrib (the bench extra)
+        import sb3_contrib
+
+        return getattr(sb3_contrib, CONTRIB[algo])
+    import stable_baselines3
+
+    return getattr(stable_baselines3, algo.upper())
 
 
 def record_success(local: dict[str, Any], successes: list[float]) -> None:
